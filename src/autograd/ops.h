@@ -1,0 +1,47 @@
+// Differentiable ops over Tensors. Each op runs its kernel, and when recording builds a Node whose
+// saved tensors are declared in one place (the node's fields, set through autograd::save). Names are
+// the activation table's names: an op called "h.3.ln_1" produces "h.3.ln_1" (its output) and
+// "h.3.ln_1.mean" / "h.3.ln_1.rstd".
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "autograd/tape.h"
+
+namespace remat::autograd {
+
+// Where a dropout site draws its mask: element i uses Philox(seed, offset + i).
+struct Rng {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+
+enum class AttentionKind { Naive, Flash };
+const char* attention_kind_name(AttentionKind k);
+
+// (B*T) tokens -> (B, T, C) = wte[token] + wpe[position].
+Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tensor& wpe, int64_t B, int64_t T,
+                 const std::string& name);
+// Layernorm over the last dimension. Saves the input, mean and rstd.
+Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name);
+// x (..., C) @ w (C, OC) + b (OC): Hugging Face Conv1D layout. Saves the input.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name);
+// x (..., C) @ w^T where w is (OC, C): the tied LM head. Saves the input.
+Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name);
+// Causal self-attention over qkv (B, T, 3C) -> (B, T, C). Naive saves qkv and the (B, NH, T, T)
+// probabilities; flash saves qkv, its output and the (B, NH, T) log-sum-exp. Neither stores a mask.
+Tensor attention(const Tensor& qkv, int64_t NH, float p, Rng rng, AttentionKind kind, const std::string& name);
+// Tanh-form GELU. Saves the input.
+Tensor gelu(const Tensor& x, const std::string& name);
+// a + b. Saves nothing.
+Tensor add(const Tensor& a, const Tensor& b, const std::string& name);
+// Inverted dropout. Saves nothing: backward regenerates the mask from (seed, offset).
+// p == 0 returns x itself.
+Tensor dropout(const Tensor& x, float p, Rng rng, const std::string& name);
+// Mean softmax cross-entropy over positions with a target >= 0, times `scale`, as a (1,) tensor.
+// `count` is the number of positions the mean divides by (so micro-batches can share one mean).
+// Saves the logits and the per-row log-sum-exp.
+Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> targets, double count, const std::string& name);
+
+}  // namespace remat::autograd

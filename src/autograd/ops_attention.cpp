@@ -1,0 +1,109 @@
+// Causal self-attention: the naive kernel (materialises (B, NH, T, T)) and its fused flash twin.
+#include <omp.h>
+
+#include <memory>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/flash_attention.h"
+
+namespace remat::autograd {
+namespace {
+
+struct Dims {
+  int64_t B, T, C, NH;
+};
+
+Tensor workspace(size_t floats, const std::string& name) {
+  return Tensor::empty({int64_t(floats)}, Category::Workspace, name);
+}
+
+struct NaiveAttentionNode : Node {
+  struct Saved { Tensor qkv, probs; } s;  // probs: (B, NH, T, T), pre-dropout
+  Dims d{};
+  float p = 0;
+  Rng rng;
+  const char* op() const override { return "attention"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, d.C, d.NH, omp_get_max_threads()),
+                          name + ".workspace");
+    kernels::attention_backward(g.get(s.qkv).span(), dout->cspan(), s.qkv.cspan(), s.probs.cspan(), d.B, d.T, d.C,
+                                d.NH, p, rng.seed, rng.offset, ws.span());
+  }
+};
+
+struct FlashAttentionNode : Node {
+  struct Saved { Tensor qkv, out, lse; } s;  // lse: (B, NH, T)
+  Dims d{};
+  float p = 0;
+  Rng rng;
+  const char* op() const override { return "flash_attention"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    Tensor ws = workspace(kernels::flash_attention_workspace_floats(d.B, d.T, d.C, d.NH, omp_get_max_threads()),
+                          name + ".workspace");
+    kernels::flash_attention_backward(g.get(s.qkv).span(), dout->cspan(), s.qkv.cspan(), s.out.cspan(), s.lse.cspan(),
+                                      d.B, d.T, d.C, d.NH, p, rng.seed, rng.offset, ws.span());
+  }
+};
+
+}  // namespace
+
+const char* attention_kind_name(AttentionKind k) { return k == AttentionKind::Flash ? "flash" : "naive"; }
+
+Tensor attention(const Tensor& qkv, int64_t NH, float p, Rng rng, AttentionKind kind, const std::string& name) {
+  const Dims d{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, NH};
+  REMAT_ASSERT(qkv.shape().size() == 3 && qkv.dim(2) % 3 == 0, "attention: qkv must be (B, T, 3C)");
+  const int64_t HS = d.C / NH;
+  rng.seed += recorder().rng_salt;
+  Tensor out = Tensor::empty({d.B, d.T, d.C}, Category::Activation, name);
+  // Causal: T(T+1)/2 score pairs per head, 2 matmuls (QK^T, PV) of 2*HS flops each.
+  const double pairs = double(d.T) * double(d.T + 1) / 2.0;
+  const double flops = 4.0 * d.B * NH * pairs * HS;
+  const int threads = omp_get_max_threads();
+  if (kind == AttentionKind::Naive) {
+    Tensor probs = Tensor::empty({d.B, NH, d.T, d.T}, Category::Activation, name + ".probs");
+    {
+      Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, d.C, NH, threads), name + ".workspace");
+      kernels::attention_forward(out.span(), probs.span(), qkv.cspan(), d.B, d.T, d.C, NH, p, rng.seed, rng.offset,
+                                 ws.span());
+    }
+    if (!recording()) { count_forward(flops); return out; }
+    auto n = std::make_unique<NaiveAttentionNode>();
+    n->name = name;
+    n->outputs = {out.id()};
+    n->flops_fwd = flops;
+    n->flops_bwd = 2 * flops;  // dP = dO V^T, dV = P^T dO, dQ, dK
+    n->s.qkv = save(*n, "qkv", qkv);
+    n->s.probs = save(*n, "probs", probs);
+    n->d = d;
+    n->p = p;
+    n->rng = rng;
+    finish(std::move(n));
+    return out;
+  }
+  Tensor lse = Tensor::empty({d.B, NH, d.T}, Category::Activation, name + ".lse");
+  {
+    Tensor ws = workspace(kernels::flash_attention_workspace_floats(d.B, d.T, d.C, NH, threads), name + ".workspace");
+    kernels::flash_attention_forward(out.span(), lse.span(), qkv.cspan(), d.B, d.T, d.C, NH, p, rng.seed, rng.offset,
+                                     ws.span());
+  }
+  if (!recording()) { count_forward(flops); return out; }
+  auto n = std::make_unique<FlashAttentionNode>();
+  n->name = name;
+  n->outputs = {out.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = 2.5 * flops;  // the backward recomputes QK^T tile by tile
+  n->s.qkv = save(*n, "qkv", qkv);
+  n->s.out = save(*n, "out", out);
+  n->s.lse = save(*n, "lse", lse);
+  n->d = d;
+  n->p = p;
+  n->rng = rng;
+  finish(std::move(n));
+  return out;
+}
+
+}  // namespace remat::autograd

@@ -1,0 +1,119 @@
+// Linear layers (Conv1D layout and the tied head) and the token+position embedding.
+#include <memory>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "kernels/encoder.h"
+#include "kernels/matmul.h"
+
+namespace remat::autograd {
+namespace {
+
+Shape with_last(const Shape& s, int64_t last) {
+  Shape r = s;
+  r.back() = last;
+  return r;
+}
+
+struct LinearNode : Node {
+  struct Saved { Tensor inp; } s;
+  Tensor w, b;  // parameters: not activations, never counted
+  int64_t N = 0, C = 0, OC = 0;
+  const char* op() const override { return "linear"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    // forward was: out = inp @ w + b, so dinp += dout @ w^T, dw += inp^T @ dout, db += sum(dout)
+    Tensor& dinp = g.get(s.inp);
+    Tensor& dw = g.get(w);
+    std::span<float> db = b.defined() ? g.get(b).span() : std::span<float>{};
+    kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), s.inp.cspan(), w.cspan(), N, C, OC);
+  }
+};
+
+struct LinearNTNode : Node {
+  struct Saved { Tensor inp; } s;
+  Tensor w;
+  int64_t N = 0, C = 0, OC = 0;
+  const char* op() const override { return "linear_nt"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    // forward was: out = inp @ w^T, so dinp += dout @ w, dw += dout^T @ inp
+    kernels::matmul_nt_backward(g.get(s.inp).span(), g.get(w).span(), dout->cspan(), s.inp.cspan(), w.cspan(), N, C, OC);
+  }
+};
+
+struct EmbeddingNode : Node {
+  std::span<const int32_t> tokens;  // the batch, owned by the caller for the whole step
+  Tensor wte, wpe;
+  int64_t B = 0, T = 0, C = 0;
+  const char* op() const override { return "embedding"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    // forward was: out[b,t] = wte[tok] + wpe[t], so dwte[tok] += dout[b,t], dwpe[t] += dout[b,t]
+    kernels::encoder_backward(g.get(wte).span(), g.get(wpe).span(), dout->cspan(), tokens.data(), B, T, C);
+  }
+};
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name) {
+  const int64_t C = x.dim(-1), OC = w.dim(1), N = x.numel() / C;
+  REMAT_ASSERT(w.dim(0) == C, "linear: weight must be (in, out)");
+  Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
+  kernels::matmul_forward(out.span(), x.cspan(), w.cspan(), b.defined() ? b.cspan() : std::span<const float>{}, N, C, OC);
+  const double flops = 2.0 * N * C * OC;
+  if (!recording()) { count_forward(flops); return out; }
+  auto n = std::make_unique<LinearNode>();
+  n->name = name;
+  n->outputs = {out.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = 2 * flops;
+  n->s.inp = save(*n, "inp", x);
+  n->w = w;
+  n->b = b;
+  n->N = N; n->C = C; n->OC = OC;
+  finish(std::move(n));
+  return out;
+}
+
+Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
+  const int64_t C = x.dim(-1), OC = w.dim(0), N = x.numel() / C;
+  REMAT_ASSERT(w.dim(1) == C, "linear_nt: weight must be (out, in)");
+  Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
+  kernels::matmul_nt_forward(out.span(), x.cspan(), w.cspan(), N, C, OC);
+  const double flops = 2.0 * N * C * OC;
+  if (!recording()) { count_forward(flops); return out; }
+  auto n = std::make_unique<LinearNTNode>();
+  n->name = name;
+  n->outputs = {out.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = 2 * flops;
+  n->s.inp = save(*n, "inp", x);
+  n->w = w;
+  n->N = N; n->C = C; n->OC = OC;
+  finish(std::move(n));
+  return out;
+}
+
+Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tensor& wpe, int64_t B, int64_t T,
+                 const std::string& name) {
+  const int64_t C = wte.dim(1);
+  REMAT_ASSERT(int64_t(tokens.size()) == B * T, "embedding: token count must be B*T");
+  Tensor out = Tensor::empty({B, T, C}, Category::Activation, name);
+  kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), wpe.cspan(), B, T, C);
+  const double flops = double(B) * T * C;
+  if (!recording()) { count_forward(flops); return out; }
+  auto n = std::make_unique<EmbeddingNode>();
+  n->name = name;
+  n->outputs = {out.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = 2 * flops;
+  n->tokens = tokens;
+  n->wte = wte;
+  n->wpe = wpe;
+  n->B = B; n->T = T; n->C = C;
+  finish(std::move(n));
+  return out;
+}
+
+}  // namespace remat::autograd

@@ -1,0 +1,57 @@
+// Softmax cross-entropy over the LM-head logits.
+#include <memory>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "kernels/crossentropy.h"
+
+namespace remat::autograd {
+namespace {
+
+struct CrossEntropyNode : Node {
+  struct Saved { Tensor logits, lse; } s;
+  std::span<const int32_t> targets;  // the batch, owned by the caller for the whole step
+  double count = 1;
+  int64_t N = 0, V = 0;
+  const char* op() const override { return "cross_entropy"; }
+  void backward(GradTable& g) override {
+    Tensor* dloss = g.find_id(outputs[0]);
+    // forward was: loss = sum_i losses_i / count, so dlosses_i = dloss / count
+    Tensor dlosses = Tensor::empty({N}, Category::Workspace, name + ".dlosses");
+    dlosses.fill(float(double(dloss->data()[0]) / count));
+    kernels::crossentropy_backward(g.get(s.logits).span(), dlosses.cspan(), s.logits.cspan(), s.lse.cspan(),
+                                   targets.data(), N, V);
+  }
+};
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> targets, double count, const std::string& name) {
+  const int64_t V = logits.dim(-1), N = logits.numel() / V;
+  REMAT_ASSERT(int64_t(targets.size()) == N, "cross_entropy: one target per row");
+  Tensor lse = Tensor::empty({N}, Category::Activation, name + ".lse");
+  Tensor loss = Tensor::empty({1}, Category::Activation, name);
+  {
+    Tensor losses = Tensor::empty({N}, Category::Workspace, name + ".losses");
+    kernels::crossentropy_forward(losses.span(), lse.span(), logits.cspan(), targets.data(), N, V);
+    double sum = 0;  // fixed order: deterministic
+    for (int64_t i = 0; i < N; ++i) sum += losses.data()[i];
+    loss.data()[0] = float(sum / count);
+  }
+  const double flops = 4.0 * N * V;
+  if (!recording()) { count_forward(flops); return loss; }
+  auto n = std::make_unique<CrossEntropyNode>();
+  n->name = name;
+  n->outputs = {loss.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = flops;
+  n->s.logits = save(*n, "logits", logits);
+  n->s.lse = save(*n, "lse", lse);
+  n->targets = targets;
+  n->count = count;
+  n->N = N; n->V = V;
+  finish(std::move(n));
+  return loss;
+}
+
+}  // namespace remat::autograd

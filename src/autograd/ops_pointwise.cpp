@@ -1,0 +1,135 @@
+// Layernorm, GELU, residual add and dropout.
+#include <memory>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "kernels/dropout.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/residual.h"
+
+namespace remat::autograd {
+namespace {
+
+Shape rows_of(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
+
+struct LayerNormNode : Node {
+  struct Saved { Tensor inp, mean, rstd; } s;
+  Tensor w, b;
+  int64_t N = 0, C = 0;
+  const char* op() const override { return "layernorm"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    kernels::layernorm_backward(g.get(s.inp).span(), g.get(w).span(), g.get(b).span(), dout->cspan(), s.inp.cspan(),
+                                w.cspan(), s.mean.cspan(), s.rstd.cspan(), N, C);
+  }
+};
+
+struct GeluNode : Node {
+  struct Saved { Tensor inp; } s;
+  const char* op() const override { return "gelu"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    kernels::gelu_backward(g.get(s.inp).span(), s.inp.cspan(), dout->cspan(), s.inp.numel());
+  }
+};
+
+struct AddNode : Node {
+  Ref a, b;  // identities only: nothing is saved
+  const char* op() const override { return "add"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    // forward was: out = a + b, so da += dout, db += dout
+    kernels::add_inplace(g.get(a).span(), dout->cspan(), dout->numel());
+    kernels::add_inplace(g.get(b).span(), dout->cspan(), dout->numel());
+  }
+};
+
+struct DropoutNode : Node {
+  Ref inp;  // identity only: the mask is regenerated from (seed, offset)
+  float p = 0;
+  Rng rng;
+  const char* op() const override { return "dropout"; }
+  void backward(GradTable& g) override {
+    Tensor* dout = g.find_id(outputs[0]);
+    kernels::dropout_backward(g.get(inp).span(), dout->cspan(), dout->numel(), p, rng.seed, rng.offset);
+  }
+};
+
+}  // namespace
+
+Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name) {
+  const int64_t C = x.dim(-1), N = x.numel() / C;
+  Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
+  Tensor mean = Tensor::empty(rows_of(x.shape()), Category::Activation, name + ".mean");
+  Tensor rstd = Tensor::empty(rows_of(x.shape()), Category::Activation, name + ".rstd");
+  kernels::layernorm_forward(out.span(), mean.span(), rstd.span(), x.cspan(), w.cspan(), b.cspan(), N, C);
+  const double flops = 8.0 * N * C;
+  if (!recording()) { count_forward(flops); return out; }
+  auto n = std::make_unique<LayerNormNode>();
+  n->name = name;
+  n->outputs = {out.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = 2 * flops;
+  n->s.inp = save(*n, "inp", x);
+  n->s.mean = save(*n, "mean", mean);
+  n->s.rstd = save(*n, "rstd", rstd);
+  n->w = w;
+  n->b = b;
+  n->N = N; n->C = C;
+  finish(std::move(n));
+  return out;
+}
+
+Tensor gelu(const Tensor& x, const std::string& name) {
+  Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
+  kernels::gelu_forward(out.span(), x.cspan(), x.numel());
+  const double flops = 10.0 * x.numel();
+  if (!recording()) { count_forward(flops); return out; }
+  auto n = std::make_unique<GeluNode>();
+  n->name = name;
+  n->outputs = {out.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = 2 * flops;
+  n->s.inp = save(*n, "inp", x);
+  finish(std::move(n));
+  return out;
+}
+
+Tensor add(const Tensor& a, const Tensor& b, const std::string& name) {
+  REMAT_ASSERT(a.numel() == b.numel(), "add: shapes must match");
+  Tensor out = Tensor::empty(a.shape(), Category::Activation, name);
+  kernels::residual_forward(out.span(), a.cspan(), b.cspan(), a.numel());
+  const double flops = double(a.numel());
+  if (!recording()) { count_forward(flops); return out; }
+  auto n = std::make_unique<AddNode>();
+  n->name = name;
+  n->outputs = {out.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = 2 * flops;
+  n->a = Ref::of(a);
+  n->b = Ref::of(b);
+  finish(std::move(n));
+  return out;
+}
+
+Tensor dropout(const Tensor& x, float p, Rng rng, const std::string& name) {
+  if (p == 0.0f) return x;
+  rng.seed += recorder().rng_salt;
+  Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
+  kernels::dropout_forward(out.span(), x.cspan(), x.numel(), p, rng.seed, rng.offset);
+  const double flops = double(x.numel());
+  if (!recording()) { count_forward(flops); return out; }
+  auto n = std::make_unique<DropoutNode>();
+  n->name = name;
+  n->outputs = {out.id()};
+  n->flops_fwd = flops;
+  n->flops_bwd = flops;
+  n->inp = Ref::of(x);
+  n->p = p;
+  n->rng = rng;
+  finish(std::move(n));
+  return out;
+}
+
+}  // namespace remat::autograd

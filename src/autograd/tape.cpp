@@ -1,0 +1,116 @@
+#include "autograd/tape.h"
+
+#include <cstring>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace remat::autograd {
+
+Tensor* GradTable::find_id(uint64_t id) {
+  auto it = g_.find(id);
+  return it == g_.end() ? nullptr : &it->second;
+}
+
+Tensor& GradTable::get(uint64_t id, const Shape& shape, const std::string& name) {
+  auto it = g_.find(id);
+  if (it != g_.end()) return it->second;
+  return g_.emplace(id, Tensor::zeros(shape, Category::ActivationGrad, "d" + name)).first->second;
+}
+
+void GradTable::bind(const Tensor& t, Tensor grad) { bind_id(t.id(), std::move(grad)); }
+void GradTable::bind_id(uint64_t id, Tensor grad) { g_[id] = std::move(grad); }
+
+Tensor GradTable::take(uint64_t id) {
+  auto it = g_.find(id);
+  if (it == g_.end()) return {};
+  Tensor t = std::move(it->second);
+  g_.erase(it);
+  return t;
+}
+
+void Tape::backward(GradTable& g) {
+  Counters* c = recorder().counters;
+  while (!nodes_.empty()) {
+    std::unique_ptr<Node> n = std::move(nodes_.back());
+    nodes_.pop_back();
+    bool live = false;
+    for (uint64_t id : n->outputs) live = live || g.find_id(id);
+    if (live) {
+      n->backward(g);
+      if (c) c->bwd_flops += n->flops_bwd;
+    }
+    for (uint64_t id : n->outputs) g.erase(id);
+    // `n` dies here and releases what it saved.
+  }
+}
+
+size_t Tape::saved_bytes() const {
+  std::unordered_set<uint64_t> seen;
+  size_t b = 0;
+  for (const auto& n : nodes_)
+    for (const auto& s : n->saved)
+      if (s.tensor.defined() && seen.insert(s.tensor.id()).second) b += s.tensor.bytes();
+  return b;
+}
+
+std::unordered_map<std::string, size_t> Tape::saved_by_name() const {
+  std::unordered_set<uint64_t> seen;
+  std::unordered_map<std::string, size_t> r;
+  for (const auto& n : nodes_)
+    for (const auto& s : n->saved)
+      if (s.tensor.defined() && seen.insert(s.tensor.id()).second) r[s.tensor.name()] += s.tensor.bytes();
+  return r;
+}
+
+Recorder& recorder() {
+  thread_local Recorder r;
+  return r;
+}
+
+namespace {
+void verify_same(const Node& n, const char* slot, const Tensor& t, const Tensor& orig) {
+  auto fail = [&](const std::string& what) {
+    throw Error("determinism",
+                "recomputed tensor '" + t.name() + "' (op " + n.name + " [" + n.op() + "], slot " + slot + ") " + what,
+                "a recompute must replay the original forward exactly; dropout draws from Philox at (seed, offset), "
+                "so check that the op's seed and offset do not depend on call order");
+  };
+  if (t.shape() != orig.shape()) fail("has shape " + shape_str(t.shape()) + ", the original had " + shape_str(orig.shape()));
+  const float* a = t.data();
+  const float* b = orig.data();
+  for (int64_t i = 0, N = t.numel(); i < N; ++i)
+    if (std::memcmp(a + i, b + i, sizeof(float)) != 0)
+      fail("differs from the original forward at index " + std::to_string(i) + ": " + std::to_string(a[i]) +
+           " vs " + std::to_string(b[i]));
+}
+}  // namespace
+
+Tensor save(Node& n, const char* slot, const Tensor& t) {
+  Recorder& r = recorder();
+  if (r.capture) r.capture->push_back(t.clone(Category::Debug, t.name()));
+  if (r.verify) {
+    if (r.verify_pos >= r.verify->size())
+      throw Error("determinism", "recompute of " + n.name + " saved more tensors than the original forward");
+    verify_same(n, slot, t, (*r.verify)[r.verify_pos++]);
+  }
+  if (!r.tape) return {};
+  if (r.policy && !r.policy->keep(t.name())) return {};
+  if (t.category() == Category::Activation) const_cast<Tensor&>(t).retag(r.save_category);
+  n.saved.push_back({slot, t});
+  return t;
+}
+
+void finish(std::unique_ptr<Node> n) {
+  Recorder& r = recorder();
+  count_forward(n->flops_fwd);
+  if (r.tape) r.tape->push(std::move(n));
+}
+
+void count_forward(double flops) {
+  Recorder& r = recorder();
+  if (!r.counters) return;
+  (r.recompute ? r.counters->recompute_flops : r.counters->fwd_flops) += flops;
+}
+
+}  // namespace remat::autograd

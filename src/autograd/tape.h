@@ -1,0 +1,141 @@
+// A define-by-run tape. Ops run their forward kernels eagerly and, when recording, push a Node that
+// holds exactly the tensors its backward needs -- each one passed through Recording::save(), the
+// single call where the active policy and the accountant see it. Backward walks the tape in reverse,
+// frees each node right after its backward, and drops the gradients of that node's outputs.
+//
+// Gradients live in a GradTable keyed by storage id. Parameters are bound to their persistent
+// gradient buffers before backward; activation gradients are created on first use and freed once
+// their producer has consumed them. Every backward kernel ADDS into its outputs, so accumulation
+// order is the tape order: identical across checkpoint strategies, hence bit-identical gradients.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace remat::autograd {
+
+// The identity of a tensor without its storage: lets a node address an input's gradient without
+// keeping the input alive (retention the accountant could not see).
+struct Ref {
+  uint64_t id = 0;
+  Shape shape;
+  std::string name;
+  static Ref of(const Tensor& t) { return {t.id(), t.shape(), t.name()}; }
+};
+
+class GradTable {
+ public:
+  // Gradient of `t`, or nullptr if nothing has flowed into it (it is zero).
+  Tensor* find(const Tensor& t) { return find_id(t.id()); }
+  Tensor* find_id(uint64_t id);
+  // Gradient of `t`, created as zeros (ActivationGrad, "d<name>") if absent.
+  Tensor& get(const Tensor& t) { return get(t.id(), t.shape(), t.name()); }
+  Tensor& get(const Ref& r) { return get(r.id, r.shape, r.name); }
+  Tensor& get(uint64_t id, const Shape& shape, const std::string& name);
+  // Binds a persistent gradient buffer (parameters) or hands over a gradient.
+  void bind(const Tensor& t, Tensor grad);
+  void bind_id(uint64_t id, Tensor grad);
+  // Removes and returns the gradient of `id` (empty Tensor if none).
+  Tensor take(uint64_t id);
+  void erase(uint64_t id) { g_.erase(id); }
+  void clear() { g_.clear(); }
+  size_t size() const { return g_.size(); }
+
+ private:
+  std::unordered_map<uint64_t, Tensor> g_;
+};
+
+struct SavedSlot {
+  std::string slot;  // "inp", "mean", "probs", ...
+  Tensor tensor;
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  virtual const char* op() const = 0;
+  // Reads the gradients of `outputs` and adds into the gradients of its inputs.
+  virtual void backward(GradTable& g) = 0;
+
+  std::string name;                // "h.3.ln_1"
+  std::vector<uint64_t> outputs;   // ids whose gradients this node consumes
+  std::vector<SavedSlot> saved;    // everything held for backward (for accounting)
+  double flops_fwd = 0, flops_bwd = 0;
+};
+
+class Tape {
+ public:
+  void push(std::unique_ptr<Node> n) { nodes_.push_back(std::move(n)); }
+  // Reverse-mode sweep; the tape is empty afterwards.
+  void backward(GradTable& g);
+  bool empty() const { return nodes_.empty(); }
+  size_t size() const { return nodes_.size(); }
+  void clear() { nodes_.clear(); }
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  // Bytes of the distinct storages held by this tape's nodes.
+  size_t saved_bytes() const;
+  // Distinct saved storages: tensor name -> bytes.
+  std::unordered_map<std::string, size_t> saved_by_name() const;
+
+ private:
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+// Which named activations a region keeps. The default keeps everything.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual bool keep(const std::string& tensor_name) const { return true; }
+};
+
+// FLOPs and block-forward counts of one step, split by phase.
+struct Counters {
+  double fwd_flops = 0, recompute_flops = 0, bwd_flops = 0;
+  int64_t block_forwards = 0, block_recomputes = 0, block_backwards = 0;
+  void reset() { *this = Counters{}; }
+};
+
+// The thread's recording state: where nodes go, what category saved tensors take, whether this is a
+// recompute, and the --determinism-check hooks.
+struct Recorder {
+  Tape* tape = nullptr;                        // null: run kernels only, save nothing
+  Category save_category = Category::SavedActivation;
+  bool recompute = false;                      // FLOPs count as recompute
+  const Policy* policy = nullptr;
+  uint64_t rng_salt = 0;                       // non-zero only to break replay on purpose
+  std::vector<Tensor>* capture = nullptr;      // determinism check: clone every would-be save here
+  const std::vector<Tensor>* verify = nullptr; // ... and compare recomputed saves against these
+  size_t verify_pos = 0;
+  bool check_determinism = false;              // checkpoint regions capture and verify their saves
+  Counters* counters = nullptr;
+};
+Recorder& recorder();
+
+// RAII: installs a Recorder for a scope, restoring the previous one.
+class RecordScope {
+ public:
+  explicit RecordScope(const Recorder& r) : prev_(recorder()) { recorder() = r; }
+  ~RecordScope() { recorder() = prev_; }
+  RecordScope(const RecordScope&) = delete;
+  RecordScope& operator=(const RecordScope&) = delete;
+
+ private:
+  Recorder prev_;
+};
+
+// The one place a tensor is saved for backward: asks the policy, moves a transient tensor's bytes to
+// the recorder's save category, and serves --determinism-check. Returns the tensor to keep.
+Tensor save(Node& n, const char* slot, const Tensor& t);
+// True when ops must build nodes (a tape is recording, or the determinism check captures).
+inline bool recording() { const Recorder& r = recorder(); return r.tape || r.capture || r.verify; }
+// Records the node's forward FLOPs in the counters and pushes it if a tape is recording.
+void finish(std::unique_ptr<Node> n);
+// Counts forward FLOPs of work done while not recording.
+void count_forward(double flops);
+
+}  // namespace remat::autograd

@@ -1,0 +1,138 @@
+#include "core/allocator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "core/error.h"
+
+namespace remat {
+
+const char* category_name(Category c) {
+  switch (c) {
+    case Category::Parameter: return "parameter";
+    case Category::Gradient: return "gradient";
+    case Category::OptimizerState: return "optimizer";
+    case Category::SavedActivation: return "saved_activation";
+    case Category::Checkpoint: return "checkpoint";
+    case Category::Recompute: return "recompute";
+    case Category::Activation: return "activation_transient";
+    case Category::ActivationGrad: return "activation_grad";
+    case Category::Workspace: return "workspace";
+    case Category::Data: return "data";
+    case Category::Debug: return "debug";
+    case Category::kCount: break;
+  }
+  return "?";
+}
+
+std::string format_bytes(size_t b) {
+  char buf[64];
+  if (b >= (size_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1 << 30));
+  else if (b >= (size_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", double(b) / double(1 << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", double(b) / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%zu B", b);
+  return buf;
+}
+
+Allocator& Allocator::global() {
+  static Allocator a;
+  return a;
+}
+
+void Allocator::bump_peaks_locked() {
+  for (int i = 0; i < kNumCategories; ++i)
+    if (active_[i] > peak_[i]) peak_[i] = active_[i];
+  if (total_ > total_peak_) total_peak_ = total_;
+  if (act_ > act_peak_) act_peak_ = act_;
+}
+
+void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (limit_ != 0 && total_ + bytes > limit_) {
+      std::string live;
+      for (int i = 0; i < kNumCategories; ++i)
+        if (active_[i]) live += std::string(" ") + category_name(Category(i)) + "=" + format_bytes(active_[i]);
+      throw Error("memory", "allocating '" + name + "' (" + format_bytes(bytes) + ", " + category_name(cat) +
+                                ") would exceed the limit of " + format_bytes(limit_) + "; live:" + live,
+                  "raise --memory-limit, or use a checkpoint strategy (--recompute block) or a smaller --micro-batch");
+    }
+    active_[int(cat)] += bytes;
+    total_ += bytes;
+    if (is_activation(cat)) act_ += bytes;
+    auto& ns = names_[name];
+    ns.active += bytes;
+    ns.category = cat;
+    if (ns.active > ns.peak) ns.peak = ns.active;
+    bump_peaks_locked();
+  }
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!p) {
+    release(nullptr, bytes, cat, name);
+    throw Error("memory", "the system refused " + format_bytes(bytes) + " for '" + name + "'",
+                "use a smaller model, --micro-batch or a checkpoint strategy");
+  }
+  return p;
+}
+
+void Allocator::release(void* p, size_t bytes, Category cat, const std::string& name) {
+  std::free(p);
+  std::lock_guard<std::mutex> lk(mu_);
+  REMAT_ASSERT(active_[int(cat)] >= bytes, "allocator: release of more bytes than live in category");
+  active_[int(cat)] -= bytes;
+  total_ -= bytes;
+  if (is_activation(cat)) act_ -= bytes;
+  auto it = names_.find(name);
+  if (it != names_.end()) it->second.active -= bytes;
+}
+
+void Allocator::retag(size_t bytes, Category from, Category to, const std::string& name) {
+  if (from == to) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  REMAT_ASSERT(active_[int(from)] >= bytes, "allocator: retag of more bytes than live in category");
+  active_[int(from)] -= bytes;
+  active_[int(to)] += bytes;
+  if (is_activation(from)) act_ -= bytes;
+  if (is_activation(to)) act_ += bytes;
+  names_[name].category = to;
+  bump_peaks_locked();
+}
+
+size_t Allocator::active(Category c) const { std::lock_guard<std::mutex> lk(mu_); return active_[int(c)]; }
+size_t Allocator::peak(Category c) const { std::lock_guard<std::mutex> lk(mu_); return peak_[int(c)]; }
+size_t Allocator::active_total() const { std::lock_guard<std::mutex> lk(mu_); return total_; }
+size_t Allocator::peak_total() const { std::lock_guard<std::mutex> lk(mu_); return total_peak_; }
+size_t Allocator::active_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_; }
+size_t Allocator::peak_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_peak_; }
+size_t Allocator::limit() const { std::lock_guard<std::mutex> lk(mu_); return limit_; }
+void Allocator::set_limit(size_t bytes) { std::lock_guard<std::mutex> lk(mu_); limit_ = bytes; }
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lk(mu_);
+  peak_ = active_;
+  total_peak_ = total_;
+  act_peak_ = act_;
+  for (auto& [n, s] : names_) s.peak = s.active;
+}
+
+std::map<std::string, NameStats> Allocator::by_name() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return names_;
+}
+
+std::string Allocator::live_summary() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::string s;
+  for (int i = 0; i < kNumCategories; ++i)
+    if (active_[i] || peak_[i]) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "  %-22s live %12s   peak %12s\n", category_name(Category(i)),
+                    format_bytes(active_[i]).c_str(), format_bytes(peak_[i]).c_str());
+      s += buf;
+    }
+  return s;
+}
+
+}  // namespace remat

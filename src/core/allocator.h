@@ -1,0 +1,83 @@
+// The accounting allocator. Every byte remat allocates comes through here, tagged with a Category
+// (what it is for) and a name ("h.3.attn.probs"). It keeps live and peak bytes per category and per
+// name, and an optional hard limit, in the spirit of MLX's memory.h (active / peak / reset_peak /
+// limit). Activation memory -- the product -- is the sum of three categories (SavedActivation,
+// Checkpoint, Recompute); its peak is tracked as one number so that "peak activation bytes" is a
+// single measured quantity, comparable to the planner's prediction.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace remat {
+
+enum class Category : uint8_t {
+  Parameter,        // model weights
+  Gradient,         // parameter gradients
+  OptimizerState,   // AdamW m and v
+  SavedActivation,  // tensors the tape keeps for backward (first forward)
+  Checkpoint,       // segment / block boundary activations kept by a checkpoint
+  Recompute,        // tensors kept by a replayed (recomputed) region, in flight during backward
+  Activation,       // op outputs nobody saved: transient
+  ActivationGrad,   // gradients w.r.t. activations: transient
+  Workspace,        // kernel scratch
+  Data,             // token buffers
+  Debug,            // copies made by --determinism-check
+  kCount
+};
+constexpr int kNumCategories = int(Category::kCount);
+const char* category_name(Category c);
+// The categories whose sum is "activation memory".
+constexpr bool is_activation(Category c) {
+  return c == Category::SavedActivation || c == Category::Checkpoint || c == Category::Recompute;
+}
+
+struct NameStats {
+  size_t active = 0, peak = 0;
+  Category category = Category::Activation;
+};
+
+class Allocator {
+ public:
+  // The process-wide allocator used by Tensor.
+  static Allocator& global();
+
+  // 64-byte aligned, zero bytes allowed. Throws remat::Error when the limit would be exceeded,
+  // naming the tensor, its size and what was live.
+  void* allocate(size_t bytes, Category cat, const std::string& name);
+  void release(void* p, size_t bytes, Category cat, const std::string& name);
+  // Moves `bytes` from one category to another (a tensor becoming saved, or a checkpoint).
+  void retag(size_t bytes, Category from, Category to, const std::string& name);
+
+  size_t active(Category c) const;
+  size_t peak(Category c) const;
+  size_t active_total() const;
+  size_t peak_total() const;
+  size_t active_activation() const;  // SavedActivation + Checkpoint + Recompute, now
+  size_t peak_activation() const;    // ... its high-water mark since the last reset_peak()
+  // Peaks restart from the current live values.
+  void reset_peak();
+  // 0 means no limit. The limit applies to the total of all categories.
+  void set_limit(size_t bytes);
+  size_t limit() const;
+  // Per-name statistics (names as given at allocation).
+  std::map<std::string, NameStats> by_name() const;
+  // Human-readable table of the live bytes per category (used in limit errors and reports).
+  std::string live_summary() const;
+
+ private:
+  void bump_peaks_locked();
+  mutable std::mutex mu_;
+  std::array<size_t, kNumCategories> active_{}, peak_{};
+  size_t total_ = 0, total_peak_ = 0, act_ = 0, act_peak_ = 0, limit_ = 0;
+  std::map<std::string, NameStats> names_;
+};
+
+// Formats a byte count as "12.3 MiB".
+std::string format_bytes(size_t bytes);
+
+}  // namespace remat

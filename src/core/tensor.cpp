@@ -1,0 +1,72 @@
+#include "core/tensor.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace remat {
+
+namespace {
+std::atomic<uint64_t> next_id{1};
+}
+
+std::string shape_str(const Shape& s) {
+  std::string r = "(";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + ")";
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    REMAT_ASSERT(d >= 0, "negative dimension");
+    n *= d;
+  }
+  return n;
+}
+
+Storage::Storage(size_t numel, Category cat, std::string name)
+    : numel_(numel), cat_(cat), name_(std::move(name)), id_(next_id.fetch_add(1)) {
+  data_ = static_cast<float*>(Allocator::global().allocate(bytes(), cat_, name_));
+}
+
+Storage::~Storage() { Allocator::global().release(data_, bytes(), cat_, name_); }
+
+void Storage::retag(Category to) {
+  Allocator::global().retag(bytes(), cat_, to, name_);
+  cat_ = to;
+}
+
+Tensor Tensor::empty(Shape shape, Category cat, std::string name) {
+  Tensor t;
+  t.storage_ = std::make_shared<Storage>(size_t(shape_numel(shape)), cat, std::move(name));
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::zeros(Shape shape, Category cat, std::string name) {
+  Tensor t = empty(std::move(shape), cat, std::move(name));
+  std::memset(t.data(), 0, t.bytes());
+  return t;
+}
+
+Tensor Tensor::clone(Category cat, std::string name) const {
+  Tensor t = empty(shape_, cat, std::move(name));
+  std::memcpy(t.data(), data(), bytes());
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  REMAT_ASSERT(shape_numel(shape) == numel(), "reshape must keep the number of elements");
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+void Tensor::fill(float v) {
+  float* p = data();
+  for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = v;
+}
+
+}  // namespace remat

@@ -1,0 +1,45 @@
+// One training micro-step under any checkpoint schedule: embedding, the chain of blocks run by the
+// ChainExecutor, the head, then backward in reverse. Gradients accumulate into the model's grads.
+#pragma once
+#include <functional>
+#include <span>
+#include <string>
+
+#include "autograd/tape.h"
+#include "checkpoint/executor.h"
+#include "checkpoint/schedule.h"
+#include "model/gpt.h"
+
+namespace remat {
+
+struct MicroBatch {
+  std::span<const int32_t> inputs, targets;  // (B*T) each
+  int64_t B = 0, T = 0;
+};
+
+struct StepMeasure {
+  autograd::Counters counters;
+  size_t peak_activation = 0;  // saved + checkpoint + recompute, at its highest
+  size_t peak_saved = 0, peak_checkpoint = 0, peak_recompute = 0;
+  size_t peak_total = 0;       // every category, process-wide accounting
+  void merge(const StepMeasure& o);  // max of peaks, sum of counters
+};
+
+struct StepOptions {
+  Schedule schedule;
+  bool check_determinism = false;
+  bool break_replay = false;
+  const autograd::Policy* policy = nullptr;
+  std::function<void(const std::string& event)> trace;  // one line per event, if set
+};
+
+// Forward + backward of one micro-batch. `count` is the number of target positions the loss mean
+// divides by (B*T*micro_steps for gradient accumulation). Returns the (unscaled by count share) loss
+// value of this micro-batch as the mean over its own positions.
+float forward_backward(GPT& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
+                       StepMeasure* measure);
+
+// Forward only, nothing recorded: the mean loss of the batch.
+float evaluate_loss(const GPT& model, const MicroBatch& mb);
+
+}  // namespace remat

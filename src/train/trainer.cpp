@@ -1,0 +1,228 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "kernels/adamw.h"
+#include "model/weights.h"
+#include "planner/planner.h"
+
+namespace remat {
+
+struct Trainer::Impl {
+  TrainOptions opt;
+  GPT model;
+  data::TokenDataset train_data, val_data;
+  std::unique_ptr<data::BatchSampler> sampler, val_sampler;
+  std::vector<Tensor> m, v;  // AdamW state
+  StrategySpec strategy;
+  Schedule schedule;
+  int64_t micro = 0, T = 0, accum = 1;
+  std::vector<int32_t> inputs, targets;
+
+  explicit Impl(const TrainOptions& o) : opt(o), model(o.model) {}
+};
+
+namespace {
+std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions& o, int64_t T) {
+  data::TokenDataset all = data::TokenDataset::load(o.data);
+  if (all.max_token() >= o.model.V)
+    throw Error("data", "the data holds token " + std::to_string(all.max_token()) + " but --vocab is " +
+                            std::to_string(o.model.V),
+                "use --vocab " + std::to_string(all.max_token() + 1) + " or more");
+  return all.split(0.1, T);
+}
+}  // namespace
+
+Trainer::Trainer(const TrainOptions& o) {
+  o.model.validate();
+  if (o.steps < 0) throw Error("train", "--steps must be >= 0", "e.g. --steps 200");
+  if (o.batch <= 0) throw Error("train", "--batch must be positive, got " + std::to_string(o.batch), "e.g. --batch 8");
+  const int64_t micro = o.micro_batch == 0 ? o.batch : o.micro_batch;
+  if (micro <= 0 || o.batch % micro != 0)
+    throw Error("train", "--micro-batch " + std::to_string(micro) + " does not divide --batch " + std::to_string(o.batch),
+                "pick a divisor of the batch, e.g. --micro-batch " + std::to_string(o.batch / 2 > 0 ? o.batch / 2 : 1));
+  const int64_t T = o.seq == 0 ? o.model.T : o.seq;
+  if (T <= 0) throw Error("train", "--seq must be positive, got " + std::to_string(T), "e.g. --seq 128");
+  if (T > o.model.T)
+    throw Error("train", "--seq " + std::to_string(T) + " is above the model's block size " + std::to_string(o.model.T),
+                "use --seq <= " + std::to_string(o.model.T) + ", or a model with a larger block size");
+  if (!(o.lr > 0)) throw Error("train", "--lr must be positive", "e.g. --lr 1e-3");
+  StrategySpec spec = parse_strategy(o.recompute, int(o.model.L), o.recompute_last);
+  Allocator::global().set_limit(o.memory_limit);
+
+  impl_ = std::make_unique<Impl>(o);
+  Impl& s = *impl_;
+  s.micro = micro;
+  s.T = T;
+  s.accum = o.batch / micro;
+  s.strategy = spec;
+  s.schedule = make_schedule(spec, int(o.model.L));
+  s.model.init(o.seed);
+  if (!o.init_from.empty()) load_weights(s.model, o.init_from);
+  auto [tr, va] = load_split(o, T);
+  s.train_data = std::move(tr);
+  s.val_data = std::move(va);
+  s.sampler = std::make_unique<data::BatchSampler>(s.train_data, micro, T, o.seed);
+  s.val_sampler = std::make_unique<data::BatchSampler>(s.val_data, micro, T, o.seed + 1);
+  for (Param& p : s.model.params()) {
+    s.m.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_m"));
+    s.v.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_v"));
+  }
+  s.inputs.resize(size_t(micro * T));
+  s.targets.resize(size_t(micro * T));
+}
+
+Trainer::~Trainer() = default;
+GPT& Trainer::model() { return impl_->model; }
+const StrategySpec& Trainer::strategy() const { return impl_->strategy; }
+
+double Trainer::lr_at(int64_t step) const {
+  const TrainOptions& o = impl_->opt;
+  if (step < o.warmup) return o.lr * double(step + 1) / double(o.warmup);
+  const double span = std::max<int64_t>(1, o.steps - o.warmup);
+  const double t = std::min(1.0, double(step - o.warmup) / span);
+  const double min_lr = o.lr * o.min_lr_ratio;
+  return min_lr + 0.5 * (o.lr - min_lr) * (1.0 + std::cos(M_PI * t));
+}
+
+float Trainer::step(int64_t step, StepMeasure* measure) {
+  Impl& s = *impl_;
+  const TrainOptions& o = s.opt;
+  s.model.zero_grad();
+  StepOptions so;
+  so.schedule = s.schedule;
+  so.check_determinism = o.check_determinism;
+  so.break_replay = o.break_replay;
+  double loss = 0;
+  const double count = double(s.micro * s.T * s.accum);
+  for (int64_t k = 0; k < s.accum; ++k) {
+    s.sampler->sample(uint64_t(step * s.accum + k), s.inputs.data(), s.targets.data());
+    MicroBatch mb{s.inputs, s.targets, s.micro, s.T};
+    loss += forward_backward(s.model, mb, count, step_rng(o.seed, uint64_t(step), uint64_t(k)), so, measure);
+  }
+  // Clip by the global gradient norm, then AdamW.
+  if (o.clip > 0) {
+    double sq = 0;
+    for (Param& p : s.model.params()) sq += kernels::sum_squares(p.grad.cspan());
+    const double norm = std::sqrt(sq);
+    if (norm > o.clip)
+      for (Param& p : s.model.params()) kernels::scale_inplace(p.grad.span(), float(o.clip / norm));
+  }
+  const float lr = float(lr_at(step));
+  auto& params = s.model.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    Param& p = params[i];
+    // GPT-2 practice: no weight decay on biases and layernorm gains (1-D tensors).
+    const float wd = p.value.shape().size() >= 2 ? o.weight_decay : 0.0f;
+    kernels::adamw_update(p.value.span(), p.grad.cspan(), s.m[i].span(), s.v[i].span(), p.value.numel(), lr, o.beta1,
+                          o.beta2, o.eps, wd, step + 1);
+  }
+  return float(loss / double(s.accum));
+}
+
+float Trainer::validate() {
+  Impl& s = *impl_;
+  double sum = 0;
+  for (int64_t k = 0; k < s.opt.eval_batches; ++k) {
+    s.val_sampler->sequential(uint64_t(k), s.inputs.data(), s.targets.data());
+    sum += evaluate_loss(s.model, MicroBatch{s.inputs, s.targets, s.micro, s.T});
+  }
+  return float(sum / double(std::max<int64_t>(1, s.opt.eval_batches)));
+}
+
+std::string Trainer::sample(int64_t tokens, uint64_t seed) {
+  Impl& s = *impl_;
+  const int64_t T = s.model.config().T;
+  std::vector<int32_t> ctx{'\n'};
+  std::mt19937_64 gen(seed);
+  for (int64_t n = 0; n < tokens; ++n) {
+    const int64_t len = std::min<int64_t>(int64_t(ctx.size()), T);
+    std::vector<int32_t> window(ctx.end() - len, ctx.end());
+    autograd::Recorder r;
+    autograd::RecordScope scope(r);
+    Tensor x = s.model.embed(window, 1, len, StepRng{0, false});
+    for (int i = 0; i < s.model.config().L; ++i) x = s.model.block(i, x, StepRng{0, false});
+    Tensor logits = s.model.logits(x);
+    const int64_t V = s.model.config().V;
+    const float* row = logits.data() + (len - 1) * V;
+    float mx = row[0];
+    for (int64_t j = 1; j < V; ++j) mx = std::max(mx, row[j]);
+    std::vector<double> p(static_cast<size_t>(V));
+    double z = 0;
+    for (int64_t j = 0; j < V; ++j) z += p[size_t(j)] = std::exp(double(row[j] - mx));
+    std::uniform_real_distribution<double> u(0.0, z);
+    double r0 = u(gen), acc = 0;
+    int32_t tok = int32_t(V - 1);
+    for (int64_t j = 0; j < V; ++j) {
+      acc += p[size_t(j)];
+      if (acc >= r0) { tok = int32_t(j); break; }
+    }
+    ctx.push_back(tok);
+  }
+  return data::decode_bytes(std::span<const int32_t>(ctx).subspan(1));
+}
+
+TrainSummary Trainer::run() {
+  Impl& s = *impl_;
+  const TrainOptions& o = s.opt;
+  TrainSummary sum;
+  std::string metrics;
+  auto log = [&](const std::string& line) {
+    if (!o.metrics_out.empty()) metrics += line + "\n";
+  };
+  sum.first_val = validate();
+  sum.val_losses.push_back(sum.first_val);
+  const double tokens_per_step = double(o.batch * s.T);
+  double tok_s = 0;
+  for (int64_t st = 0; st < o.steps; ++st) {
+    StepMeasure m;
+    auto t0 = std::chrono::steady_clock::now();
+    float loss = step(st, &m);
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    tok_s = tokens_per_step / dt;
+    sum.losses.push_back(loss);
+    sum.measure = m;
+    std::string val_field;
+    const bool eval = o.eval_every > 0 && ((st + 1) % o.eval_every == 0 || st + 1 == o.steps);
+    if (eval) {
+      float vl = validate();
+      sum.val_losses.push_back(vl);
+      sum.last_val = vl;
+      char b[64];
+      std::snprintf(b, sizeof b, ", \"val_loss\": %.6f", vl);
+      val_field = b;
+    }
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"step\": %lld, \"loss\": %.6f%s, \"lr\": %.6g, \"tokens_per_s\": %.1f, \"peak_activation_bytes\": %zu}",
+                  (long long)(st + 1), loss, val_field.c_str(), lr_at(st), tok_s, m.peak_activation);
+    log(line);
+    if (!o.quiet && o.progress) {
+      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f%s  %.0f tok/s  act %s   ", (long long)(st + 1),
+                   (long long)o.steps, loss, eval ? ("  val " + std::to_string(sum.last_val)).c_str() : "", tok_s,
+                   format_bytes(m.peak_activation).c_str());
+      if (eval || st + 1 == o.steps) std::fprintf(stderr, "\n");
+    }
+  }
+  if (o.steps > 0 && sum.val_losses.size() == 1) {
+    sum.last_val = validate();
+    sum.val_losses.push_back(sum.last_val);
+  }
+  if (o.steps == 0) sum.last_val = sum.first_val;
+  sum.tokens_per_s = tok_s;
+  if (o.sample_tokens > 0) sum.sample = sample(o.sample_tokens, o.seed);
+  if (!o.metrics_out.empty()) write_file_atomic(o.metrics_out, metrics);
+  if (!o.save.empty()) save_weights(s.model, o.save);
+  return sum;
+}
+
+}  // namespace remat

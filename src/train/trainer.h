@@ -1,0 +1,67 @@
+// The training loop: data, AdamW with warmup + cosine LR, grad-norm clipping, gradient accumulation
+// over micro-batches, periodic validation, sampling, JSON-lines metrics, and weights on disk.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/schedule.h"
+#include "model/gpt.h"
+#include "train/step.h"
+
+namespace remat {
+
+struct TrainOptions {
+  GPTConfig model;
+  std::string data;            // "" = built-in corpus
+  int64_t steps = 200;
+  int64_t batch = 8;           // sequences per optimizer step
+  int64_t micro_batch = 0;     // sequences per forward (0 = batch)
+  int64_t seq = 0;             // 0 = model block size
+  float lr = 1e-3f, min_lr_ratio = 0.1f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  int64_t warmup = 20;
+  float clip = 1.0f;           // 0 = off
+  uint64_t seed = 1337;
+  int64_t eval_every = 50;     // 0 = never
+  int64_t eval_batches = 8;
+  int64_t sample_every = 0;    // 0 = only at the end (sample_tokens > 0)
+  int64_t sample_tokens = 200;
+  std::string save, init_from, metrics_out;
+  std::string recompute = "none";
+  bool recompute_last = false;
+  bool check_determinism = false, break_replay = false;
+  size_t memory_limit = 0;
+  bool progress = true;
+  bool quiet = false;
+};
+
+struct TrainSummary {
+  std::vector<float> losses, val_losses;
+  float first_val = 0, last_val = 0;
+  StepMeasure measure;         // of the last step
+  double tokens_per_s = 0;
+  std::string sample;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainOptions& opt);
+  ~Trainer();
+  TrainSummary run();
+  GPT& model();
+  // Mean validation loss over eval_batches fixed windows.
+  float validate();
+  // Greedy-free sampling: temperature 1 with a fixed seed, byte-level text.
+  std::string sample(int64_t tokens, uint64_t seed);
+  // One optimizer step (all micro-batches); returns the mean loss.
+  float step(int64_t step, StepMeasure* m);
+  double lr_at(int64_t step) const;
+  const StrategySpec& strategy() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace remat

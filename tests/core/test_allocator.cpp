@@ -1,0 +1,91 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+using namespace remat;
+
+namespace {
+struct LimitGuard {
+  ~LimitGuard() { Allocator::global().set_limit(0); }
+};
+}  // namespace
+
+TEST(Allocator, TracksLiveAndPeakPerCategoryAndName) {
+  auto& a = Allocator::global();
+  a.reset_peak();
+  size_t base = a.active(Category::SavedActivation);
+  {
+    Tensor t = Tensor::empty({4, 8}, Category::SavedActivation, "h.0.attn.probs");
+    EXPECT_EQ(a.active(Category::SavedActivation), base + 128);
+    {
+      Tensor u = Tensor::zeros({16}, Category::SavedActivation, "h.0.ln_1.mean");
+      EXPECT_EQ(a.active(Category::SavedActivation), base + 192);
+    }
+    EXPECT_EQ(a.active(Category::SavedActivation), base + 128);
+    EXPECT_EQ(a.by_name().at("h.0.attn.probs").active, 128u);
+  }
+  EXPECT_EQ(a.active(Category::SavedActivation), base);
+  EXPECT_EQ(a.peak(Category::SavedActivation), base + 192);
+  EXPECT_EQ(a.by_name().at("h.0.attn.probs").peak, 128u);
+  a.reset_peak();
+  EXPECT_EQ(a.peak(Category::SavedActivation), base);
+}
+
+TEST(Allocator, RetagMovesBytesAndActivationSumCountsThreeCategories) {
+  auto& a = Allocator::global();
+  a.reset_peak();
+  size_t act0 = a.active_activation();
+  Tensor t = Tensor::empty({10}, Category::Activation, "x");
+  EXPECT_EQ(a.active_activation(), act0);  // transient is not "activation memory"
+  t.retag(Category::Checkpoint);
+  EXPECT_EQ(a.active_activation(), act0 + 40);
+  EXPECT_EQ(t.category(), Category::Checkpoint);
+  Tensor r = Tensor::empty({5}, Category::Recompute, "y");
+  EXPECT_EQ(a.active_activation(), act0 + 60);
+  EXPECT_EQ(a.peak_activation(), act0 + 60);
+}
+
+TEST(Allocator, SharedStorageIsFreedOnce) {
+  auto& a = Allocator::global();
+  size_t base = a.active(Category::Workspace);
+  Tensor t = Tensor::empty({100}, Category::Workspace, "w");
+  Tensor u = t;
+  Tensor v = t.reshaped({10, 10});
+  EXPECT_EQ(t.id(), v.id());
+  EXPECT_EQ(a.active(Category::Workspace), base + 400);
+  t = Tensor();
+  u = Tensor();
+  EXPECT_EQ(a.active(Category::Workspace), base + 400);
+  v = Tensor();
+  EXPECT_EQ(a.active(Category::Workspace), base);
+}
+
+TEST(Allocator, LimitErrorNamesTensorSizeAndLiveBytes) {
+  LimitGuard g;
+  auto& a = Allocator::global();
+  Tensor keep = Tensor::empty({256}, Category::Parameter, "wte.weight");
+  a.set_limit(a.active_total() + 1000);
+  try {
+    Tensor big = Tensor::empty({1 << 20}, Category::SavedActivation, "h.3.attn.probs");
+    FAIL() << "expected the limit to throw";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("h.3.attn.probs"), std::string::npos) << m;
+    EXPECT_NE(m.find("4.00 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("parameter="), std::string::npos) << m;
+    EXPECT_NE(m.find("hint:"), std::string::npos) << m;
+  }
+  // Nothing was counted for the failed allocation.
+  EXPECT_LE(a.active_total(), a.limit());
+}
+
+TEST(Tensor, CloneCopiesValuesIntoNewStorage) {
+  Tensor t = Tensor::empty({3}, Category::Activation, "a");
+  t.data()[0] = 1; t.data()[1] = 2; t.data()[2] = 3;
+  Tensor c = t.clone(Category::Debug, "copy");
+  EXPECT_NE(c.id(), t.id());
+  EXPECT_EQ(c.data()[2], 3.0f);
+  EXPECT_EQ(c.category(), Category::Debug);
+  EXPECT_EQ(shape_str(t.shape()), "(3)");
+}
