@@ -65,6 +65,10 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
     ns.active += bytes;
     ns.category = cat;
     if (ns.active > ns.peak) ns.peak = ns.active;
+    if (is_activation(cat)) {
+      ns.act_active += bytes;
+      if (ns.act_active > ns.act_peak) ns.act_peak = ns.act_active;
+    }
     bump_peaks_locked();
   }
   size_t rounded = (bytes + 63) / 64 * 64;
@@ -85,7 +89,10 @@ void Allocator::release(void* p, size_t bytes, Category cat, const std::string& 
   total_ -= bytes;
   if (is_activation(cat)) act_ -= bytes;
   auto it = names_.find(name);
-  if (it != names_.end()) it->second.active -= bytes;
+  if (it != names_.end()) {
+    it->second.active -= bytes;
+    if (is_activation(cat)) it->second.act_active -= bytes;
+  }
 }
 
 void Allocator::retag(size_t bytes, Category from, Category to, const std::string& name) {
@@ -96,7 +103,13 @@ void Allocator::retag(size_t bytes, Category from, Category to, const std::strin
   active_[int(to)] += bytes;
   if (is_activation(from)) act_ -= bytes;
   if (is_activation(to)) act_ += bytes;
-  names_[name].category = to;
+  NameStats& ns = names_[name];
+  ns.category = to;
+  if (is_activation(from)) ns.act_active -= bytes;
+  if (is_activation(to)) {
+    ns.act_active += bytes;
+    if (ns.act_active > ns.act_peak) ns.act_peak = ns.act_active;
+  }
   bump_peaks_locked();
 }
 
@@ -114,7 +127,10 @@ void Allocator::reset_peak() {
   peak_ = active_;
   total_peak_ = total_;
   act_peak_ = act_;
-  for (auto& [n, s] : names_) s.peak = s.active;
+  for (auto& [n, s] : names_) {
+    s.peak = s.active;
+    s.act_peak = s.act_active;
+  }
 }
 
 std::map<std::string, NameStats> Allocator::by_name() const {

@@ -37,7 +37,8 @@ constexpr bool is_activation(Category c) {
 }
 
 struct NameStats {
-  size_t active = 0, peak = 0;
+  size_t active = 0, peak = 0;          // all bytes under this name
+  size_t act_active = 0, act_peak = 0;  // ... while in an activation category
   Category category = Category::Activation;
 };
 

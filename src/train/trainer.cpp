@@ -33,7 +33,15 @@ struct Trainer::Impl {
 
 namespace {
 std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions& o, int64_t T) {
-  data::TokenDataset all = data::TokenDataset::load(o.data);
+  data::TokenDataset all;
+  if (o.random_tokens > 0) {
+    std::vector<uint16_t> t(size_t(o.random_tokens));
+    std::mt19937_64 gen(o.seed);
+    for (auto& x : t) x = uint16_t(gen() % uint64_t(o.model.V));
+    all = data::TokenDataset::from_tokens(t, "random tokens (V=" + std::to_string(o.model.V) + ")", false);
+  } else {
+    all = data::TokenDataset::load(o.data);
+  }
   if (all.max_token() >= o.model.V)
     throw Error("data", "the data holds token " + std::to_string(all.max_token()) + " but --vocab is " +
                             std::to_string(o.model.V),

@@ -15,6 +15,7 @@ namespace remat {
 struct TrainOptions {
   GPTConfig model;
   std::string data;            // "" = built-in corpus
+  int64_t random_tokens = 0;   // > 0: ignore `data`, use this many uniform random tokens (benchmarks)
   int64_t steps = 200;
   int64_t batch = 8;           // sequences per optimizer step
   int64_t micro_batch = 0;     // sequences per forward (0 = batch)

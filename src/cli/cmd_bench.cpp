@@ -1,0 +1,156 @@
+// remat bench: one run over checkpoint strategies for one config. Medians over timed steps after a
+// warm-up, measured activation peaks beside the planner's, and overheads against `none`.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "cli/flags.h"
+#include "core/error.h"
+#include "kernels/gemm.h"
+#include "planner/planner.h"
+#include "train/report.h"
+
+namespace remat::cli {
+
+namespace {
+struct BenchFlags {
+  ModelFlags model;
+  std::vector<std::string> strategies{"none", "all", "block", "sqrt"};
+  bool recompute_last = false;
+  int64_t batch = 8, micro_batch = 0, steps = 5, warmup = 2;
+  uint64_t seed = 1;
+  std::string data;
+  bool json = false;
+};
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// The fp32 GEMM rate of this machine at a GPT-sized shape, measured now (GFLOP/s).
+double measure_gemm_peak() {
+  const int64_t M = 2048, K = 768, N = 3072;
+  Tensor a = Tensor::zeros({M, K}, Category::Workspace, "bench.gemm.a");
+  Tensor b = Tensor::zeros({K, N}, Category::Workspace, "bench.gemm.b");
+  Tensor c = Tensor::zeros({M, N}, Category::Workspace, "bench.gemm.c");
+  a.fill(0.5f);
+  b.fill(0.25f);
+  std::vector<double> t;
+  for (int r = 0; r < 12; ++r) {
+    double t0 = now();
+    kernels::sgemm(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
+    t.push_back(now() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return 2.0 * M * N * K / t[t.size() / 2] / 1e9;
+}
+}  // namespace
+
+void add_bench(CLI::App& root) {
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App* app = root.add_subcommand("bench", "Time training steps under several strategies in one run");
+  BenchFlags& f = *flags;
+  f.model.add_to(*app, "small");
+  app->add_option("--recompute", f.strategies, "Strategies to run, space separated (none all block sqrt "
+                                               "uniform:K segments:a,b,...)")->capture_default_str();
+  app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
+  app->add_option("--batch", f.batch, "B: sequences per step")->capture_default_str();
+  app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default B)");
+  app->add_option("--steps", f.steps, "Timed steps per strategy (median reported)")->capture_default_str();
+  app->add_option("--warmup", f.warmup, "Untimed steps first")->capture_default_str();
+  app->add_option("--seed", f.seed, "Seed")->capture_default_str();
+  app->add_option("--data", f.data, "Token data (default: uniform random tokens of --vocab)");
+  app->add_flag("--json", f.json, "Print a JSON list of rows instead of the table");
+  app->callback([flags]() {
+    BenchFlags& f = *flags;
+    f.model.apply_threads();
+    if (f.steps <= 0) throw Error("bench", "--steps must be positive", "e.g. --steps 5");
+    if (f.warmup < 0) throw Error("bench", "--warmup must be >= 0", "e.g. --warmup 2");
+    GPTConfig cfg = f.model.config();
+    const int64_t T = f.model.seq(cfg);
+    const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
+    for (auto& s : f.strategies) parse_strategy(s, int(cfg.L), f.recompute_last);  // fail before running anything
+    const double gemm_peak = measure_gemm_peak();
+    if (!f.json)
+      std::printf("remat bench: %s, B=%lld (micro %lld), T=%lld, %d threads, dropout %.2f, attention %s; "
+                  "median of %lld steps after %lld warm-up; fp32 sgemm measured %.0f GFLOP/s\n",
+                  cfg.describe().c_str(), (long long)f.batch, (long long)micro, (long long)T, omp_get_max_threads(),
+                  cfg.dropout, autograd::attention_kind_name(cfg.attention), (long long)f.steps, (long long)f.warmup,
+                  gemm_peak);
+    nlohmann::json rows = nlohmann::json::array();
+    double none_ms = 0, none_flops = 0;
+    for (const std::string& sname : f.strategies) {
+      TrainOptions o;
+      o.model = cfg;
+      o.seq = T;
+      o.batch = f.batch;
+      o.micro_batch = f.micro_batch;
+      o.steps = f.warmup + f.steps;
+      o.seed = f.seed;
+      o.data = f.data;
+      if (f.data.empty()) o.random_tokens = std::max<int64_t>(1 << 20, 40 * f.batch * (T + 1));
+      o.recompute = sname;
+      o.recompute_last = f.recompute_last;
+      o.eval_every = 0;
+      o.sample_tokens = 0;
+      o.progress = false;
+      o.quiet = true;
+      Trainer t(o);
+      std::vector<double> ms;
+      StepMeasure last;
+      for (int64_t st = 0; st < f.warmup + f.steps; ++st) {
+        StepMeasure m;
+        const double t0 = now();
+        t.step(st, &m);
+        const double dt = (now() - t0) * 1e3;
+        if (st >= f.warmup) ms.push_back(dt);
+        last = m;
+      }
+      std::sort(ms.begin(), ms.end());
+      const double med = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+      ReportInput ri{cfg, micro, T, f.batch / micro, t.strategy(), last};
+      nlohmann::json j = report_json(ri);
+      const auto& c = last.counters;
+      const double step_flops = c.fwd_flops + c.bwd_flops + c.recompute_flops;
+      if (sname == "none") {
+        none_ms = med;
+        none_flops = step_flops;
+      }
+      j["step_ms_median"] = med;
+      j["step_ms_min"] = ms.front();
+      j["step_ms_max"] = ms.back();
+      j["tokens_per_s"] = double(f.batch * T) / (med / 1e3);
+      if (none_ms > 0) j["overhead_measured"] = med / none_ms;
+      else j["overhead_measured"] = nullptr;
+      j["gflops"] = step_flops / (med / 1e3) / 1e9;
+      j["share_of_gemm_peak"] = step_flops / (med / 1e3) / 1e9 / gemm_peak;
+      j["gemm_peak_gflops"] = gemm_peak;
+      j["config"] = cfg.describe();
+      j["batch"] = f.batch;
+      j["micro_batch"] = micro;
+      j["seq"] = T;
+      j["threads"] = omp_get_max_threads();
+      (void)none_flops;
+      rows.push_back(j);
+      if (!f.json) {
+        if (rows.size() == 1)
+          std::printf("%-18s %5s %12s %12s %8s %10s %9s %9s %9s %8s %7s\n", "strategy", "segs", "act MiB meas",
+                      "act MiB pred", "fwd-eq", "median ms", "tok/s", "ovh time", "ovh FLOP", "GFLOP/s", "%sgemm");
+        char ovh[16] = "-";
+        if (none_ms > 0) std::snprintf(ovh, sizeof ovh, "%.3f", med / none_ms);
+        std::printf("%-18s %5zu %12.2f %12.2f %8.2f %10.1f %9.0f %9s %9.3f %8.1f %6.1f%%\n", t.strategy().label().c_str(),
+                    t.strategy().segments.size(), double(last.peak_activation) / 1048576.0,
+                    double(j["predicted_activation_bytes"].get<size_t>()) / 1048576.0,
+                    j["forward_equivalents"].get<double>(), med, j["tokens_per_s"].get<double>(), ovh,
+                    j["overhead_predicted"].get<double>(), j["gflops"].get<double>(),
+                    100.0 * j["share_of_gemm_peak"].get<double>());
+        std::fflush(stdout);
+      }
+    }
+    if (f.json) std::printf("%s\n", rows.dump(2).c_str());
+  });
+}
+
+}  // namespace remat::cli

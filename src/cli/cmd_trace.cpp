@@ -1,0 +1,65 @@
+// remat trace: the event order of one training step (spec self-test (c)), with live activation bytes.
+#include <cstdio>
+#include <random>
+
+#include "cli/flags.h"
+#include "core/error.h"
+#include "planner/planner.h"
+
+namespace remat::cli {
+
+namespace {
+struct TraceFlags {
+  ModelFlags model;
+  std::string recompute = "block";
+  bool recompute_last = false;
+  int64_t batch = 1;
+};
+}  // namespace
+
+void add_trace(CLI::App& root) {
+  auto flags = std::make_shared<TraceFlags>();
+  CLI::App* app = root.add_subcommand("trace", "Print the event order of one training step: every forward, "
+                                               "recompute and backward, block by block");
+  TraceFlags& f = *flags;
+  f.model.add_to(*app, "tiny");
+  app->add_option("--recompute", f.recompute, "Strategy: none | all | block | sqrt | uniform:K | segments:a,b,...")
+      ->capture_default_str();
+  app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
+  app->add_option("--batch", f.batch, "Sequences in the traced step")->capture_default_str();
+  app->callback([flags]() {
+    TraceFlags& f = *flags;
+    f.model.apply_threads();
+    GPTConfig cfg = f.model.config();
+    const int64_t T = f.model.seq(cfg);
+    if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 1");
+    StrategySpec spec = parse_strategy(f.recompute, int(cfg.L), f.recompute_last);
+    GPT model(cfg);
+    std::vector<int32_t> in(size_t(f.batch * T)), tg(in.size());
+    std::mt19937 gen(1);
+    for (auto& t : in) t = int32_t(gen() % uint32_t(cfg.V));
+    for (auto& t : tg) t = int32_t(gen() % uint32_t(cfg.V));
+    StepOptions so;
+    so.schedule = make_schedule(spec, int(cfg.L));
+    int n = 0;
+    so.trace = [&](const std::string& e) {
+      std::printf("%3d  %-52s activations live %10s\n", ++n, e.c_str(),
+                  format_bytes(Allocator::global().active_activation()).c_str());
+    };
+    std::printf("trace of one step: %s, strategy %s%s\n", cfg.describe().c_str(), spec.label().c_str(),
+                spec.recompute_last ? " (recompute-last)" : "");
+    StepMeasure m;
+    forward_backward(model, MicroBatch{in, tg, f.batch, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
+    const auto p = planner::simulate_memory(cfg, f.batch, T, so.schedule);
+    std::printf("block forwards %lld, recomputes %lld, backwards %lld; every block ran %s\n",
+                (long long)m.counters.block_forwards, (long long)m.counters.block_recomputes,
+                (long long)m.counters.block_backwards,
+                m.counters.block_recomputes == 0 ? "once"
+                : m.counters.block_recomputes == cfg.L ? "twice"
+                                                       : "once or more (see above)");
+    std::printf("peak activation %s measured, %s predicted\n", format_bytes(m.peak_activation).c_str(),
+                format_bytes(p.peak_activation).c_str());
+  });
+}
+
+}  // namespace remat::cli

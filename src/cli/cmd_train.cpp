@@ -1,0 +1,101 @@
+// remat train: trains a GPT on the built-in corpus (or --data) and prints the memory/compute report.
+#include <cstdio>
+
+#include "cli/flags.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "model/weights.h"
+#include "train/report.h"
+
+namespace remat::cli {
+
+namespace {
+struct TrainFlags {
+  ModelFlags model;
+  TrainOptions o;
+  std::string memory_limit;
+  bool no_progress = false;
+  std::string report_json;
+};
+}  // namespace
+
+void add_train(CLI::App& root) {
+  auto flags = std::make_shared<TrainFlags>();
+  CLI::App* app = root.add_subcommand("train", "Train a GPT and print the memory/compute report");
+  TrainFlags& f = *flags;
+  f.model.add_to(*app, "shakespeare");
+  app->add_option("--data", f.o.data, "Training data: a text file (byte-level), or a uint16 .bin token file "
+                                      "(nanoGPT / llm.c); default: the built-in Shakespeare corpus");
+  app->add_option("--steps", f.o.steps, "Optimizer steps")->capture_default_str();
+  app->add_option("--batch", f.o.batch, "B: sequences per optimizer step")->capture_default_str();
+  app->add_option("--micro-batch", f.o.micro_batch, "b: sequences per forward; B/b micro-steps accumulate gradients "
+                                                     "(default: b = B)");
+  app->add_option("--lr", f.o.lr, "Peak learning rate (warmup, then cosine to lr/10)")->capture_default_str();
+  app->add_option("--warmup", f.o.warmup, "Warmup steps")->capture_default_str();
+  app->add_option("--weight-decay", f.o.weight_decay, "AdamW weight decay (2-D weights only)")->capture_default_str();
+  app->add_option("--clip", f.o.clip, "Clip the global gradient norm to this (0: off)")->capture_default_str();
+  app->add_option("--seed", f.o.seed, "Seed for init, batches and dropout")->capture_default_str();
+  app->add_option("--eval-every", f.o.eval_every, "Validate every N steps (0: only at the end)")->capture_default_str();
+  app->add_option("--eval-batches", f.o.eval_batches, "Batches per validation")->capture_default_str();
+  app->add_option("--sample-tokens", f.o.sample_tokens, "Tokens to sample at the end (0: none)")->capture_default_str();
+  app->add_option("--save", f.o.save, "Write the weights to this .safetensors file (atomically)");
+  app->add_option("--init-from", f.o.init_from, "Start from weights in a .safetensors file (a Hugging Face GPT-2 "
+                                                "model.safetensors loads as it is)");
+  app->add_option("--metrics-out", f.o.metrics_out, "Write metrics as JSON lines (step, loss, val_loss, lr, "
+                                                    "tokens_per_s, peak_activation_bytes)");
+  app->add_option("--recompute", f.o.recompute, "Checkpoint strategy: none | all | block | sqrt | uniform:K | "
+                                                "segments:a,b,...")->capture_default_str();
+  app->add_flag("--recompute-last", f.o.recompute_last, "Also recompute the last segment (the textbook count)");
+  app->add_flag("--determinism-check", f.o.check_determinism,
+                "Compare every recomputed tensor with the original forward; fail on the first difference");
+  app->add_flag("--debug-break-replay", f.o.break_replay,
+                "Debugging: draw a fresh dropout stream on recompute (the spec's section 9 failure)");
+  app->add_option("--memory-limit", f.memory_limit, "Hard limit on all accounted bytes (e.g. 2GiB)");
+  app->add_flag("--no-progress", f.no_progress, "No progress line on stderr");
+  app->add_option("--report-json", f.report_json, "Also write the report as JSON to this file");
+  app->callback([flags]() {
+    TrainFlags& f = *flags;
+    f.model.apply_threads();
+    f.o.model = f.model.config();
+    f.o.seq = f.model.seq(f.o.model);
+    if (!f.o.init_from.empty() && f.model.preset == "shakespeare" && f.model.L == -1 && f.model.C == -1) {
+      // Take the architecture from the file unless flags say otherwise.
+      GPTConfig fc = read_config(f.o.init_from);
+      fc.dropout = f.o.model.dropout;
+      fc.attention = f.o.model.attention;
+      if (f.model.T != -1 && f.model.T > fc.T)
+        throw Error("config", "--seq " + std::to_string(f.model.T) + " is above the block size " +
+                                  std::to_string(fc.T) + " of '" + f.o.init_from + "'",
+                    "use --seq <= " + std::to_string(fc.T));
+      f.o.model = fc;
+      f.o.seq = f.model.T != -1 ? f.model.T : fc.T;
+    }
+    if (!f.memory_limit.empty()) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
+    f.o.progress = !f.no_progress;
+    Trainer t(f.o);
+    std::printf("remat train: %s, %lld params, dropout %.2f, attention %s\n", f.o.model.describe().c_str(),
+                (long long)f.o.model.num_params(), f.o.model.dropout,
+                autograd::attention_kind_name(f.o.model.attention));
+    std::printf("strategy %s, batch %lld = %lld micro-batch(es) of %lld, seq %lld, %lld steps\n",
+                t.strategy().label().c_str(), (long long)f.o.batch,
+                (long long)(f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch)),
+                (long long)(f.o.micro_batch ? f.o.micro_batch : f.o.batch), (long long)f.o.seq, (long long)f.o.steps);
+    std::fflush(stdout);
+    TrainSummary s = t.run();
+    std::printf("val loss %.4f -> %.4f nats/token; last step %.0f tokens/s\n", s.first_val, s.last_val, s.tokens_per_s);
+    if (!s.sample.empty()) std::printf("sample:\n%s\n", s.sample.c_str());
+    ReportInput ri{f.o.model, f.o.micro_batch ? f.o.micro_batch : f.o.batch, f.o.seq,
+                   f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch), t.strategy(), s.measure};
+    std::printf("%s", memory_report(ri).c_str());
+    if (!f.report_json.empty()) {
+      nlohmann::json j = report_json(ri);
+      j["val_loss_first"] = s.first_val;
+      j["val_loss_last"] = s.last_val;
+      j["tokens_per_s"] = s.tokens_per_s;
+      write_file_atomic(f.report_json, j.dump(2) + "\n");
+    }
+    if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
+  });
+}
+
+}  // namespace remat::cli

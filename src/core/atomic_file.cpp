@@ -1,0 +1,167 @@
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace remat {
+
+namespace {
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string errno_str(int err) { return std::strerror(err); }
+
+// A hint for the usual causes of a failed open/write.
+std::string hint_for(int err) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT: return "free some disk space or write to another location";
+    case EACCES:
+    case EPERM:
+    case EROFS: return "choose a writable location or fix the permissions";
+    case ENOENT: return "create the directory first, e.g. mkdir -p";
+    case EFBIG: return "the file exceeds a size limit (ulimit -f) or the file system's maximum";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+AtomicWriter::AtomicWriter(const std::string& path) : path_(path) {
+  if (path.empty()) throw Error("io", "cannot write a file with an empty path", "pass a file name");
+  const std::string dir = dir_of(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    throw Error("io", "cannot write '" + path + "': directory '" + dir + "' does not exist",
+                "create it first, e.g. mkdir -p " + dir);
+  if (!S_ISDIR(st.st_mode))
+    throw Error("io", "cannot write '" + path + "': '" + dir + "' is not a directory");
+  bool target_exists = ::stat(path.c_str(), &st) == 0;
+  if (target_exists && S_ISDIR(st.st_mode))
+    throw Error("io", "cannot write '" + path + "': it is a directory", "give a file name");
+
+  const std::string base = path + ".tmp." + std::to_string(::getpid());
+  int fd = -1, err = 0;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmp_ = attempt == 0 ? base : base + "." + std::to_string(attempt);
+    fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    err = errno;
+    if (fd < 0 && err != EEXIST) break;
+  }
+  if (fd < 0) {
+    tmp_.clear();
+    throw Error("io", "cannot create a file in '" + dir + "' to write '" + path + "': " + errno_str(err),
+                hint_for(err));
+  }
+  if (target_exists) (void)::fchmod(fd, st.st_mode & 07777);  // keep the target's permissions
+  f_ = ::fdopen(fd, "wb");
+  if (!f_) {
+    err = errno;
+    ::close(fd);
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+    throw Error("io", "cannot open '" + path + "' for writing: " + errno_str(err));
+  }
+}
+
+AtomicWriter::~AtomicWriter() {
+  if (!committed_) cleanup();
+}
+
+void AtomicWriter::cleanup() noexcept {
+  if (f_) {
+    std::fclose(f_);
+    f_ = nullptr;
+  }
+  if (!tmp_.empty()) {
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+  }
+}
+
+void AtomicWriter::fail(const std::string& what, int err) {
+  cleanup();
+  throw Error("io", what + " '" + path_ + "' failed: " + errno_str(err), hint_for(err));
+}
+
+void AtomicWriter::write(const void* data, size_t bytes) {
+  if (committed_) throw Error("io", "write to '" + path_ + "' after commit()");
+  if (!f_) throw Error("io", "write to '" + path_ + "' after an earlier failure");
+  if (bytes == 0) return;
+  errno = 0;
+  if (std::fwrite(data, 1, bytes, f_) != bytes) fail("writing", errno ? errno : EIO);
+  written_ += bytes;
+}
+
+void AtomicWriter::commit() {
+  if (committed_) throw Error("io", "commit() of '" + path_ + "' called twice");
+  if (!f_) throw Error("io", "commit() of '" + path_ + "' after an earlier failure");
+  errno = 0;
+  if (std::fflush(f_) != 0) fail("writing", errno ? errno : EIO);
+  if (::fsync(::fileno(f_)) != 0) fail("syncing", errno);
+  FILE* f = f_;
+  f_ = nullptr;
+  if (std::fclose(f) != 0) fail("closing", errno);
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("renaming the temporary file onto", errno);
+  tmp_.clear();
+  committed_ = true;
+  // Make the rename itself durable. Failure here is not fatal: the data is complete and in place.
+  int dfd = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_file_atomic(const std::string& path, std::string_view contents) {
+  AtomicWriter w(path);
+  w.write(contents);
+  w.commit();
+}
+
+uint64_t regular_file_size(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR)
+      throw Error("io", "cannot read " + what + " '" + path + "': no such file", "check the path");
+    throw Error("io", "cannot read " + what + " '" + path + "': " + errno_str(err), hint_for(err));
+  }
+  if (S_ISDIR(st.st_mode))
+    throw Error("io", "cannot read " + what + " '" + path + "': it is a directory, not a file",
+                "give the path of a file inside it");
+  if (!S_ISREG(st.st_mode))
+    throw Error("io", "cannot read " + what + " '" + path + "': not a regular file");
+  return uint64_t(st.st_size);
+}
+
+std::string read_file(const std::string& path) {
+  uint64_t size = regular_file_size(path);
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    int err = errno;
+    throw Error("io", "cannot open '" + path + "': " + errno_str(err), hint_for(err));
+  }
+  std::string out(size, '\0');
+  size_t got = size ? std::fread(out.data(), 1, size, f) : 0;
+  bool err = std::ferror(f);
+  std::fclose(f);
+  if (err || got != size)
+    throw Error("io", "reading '" + path + "' failed after " + std::to_string(got) + " of " +
+                          std::to_string(size) + " bytes",
+                "was the file modified while being read?");
+  return out;
+}
+
+}  // namespace remat

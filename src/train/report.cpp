@@ -1,0 +1,142 @@
+#include "train/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "planner/planner.h"
+
+namespace remat {
+
+double spec_overhead(const StrategySpec& s, int L) {
+  if (s.name == "none") return 1.0;
+  if (s.name == "all") return (3.0 * L + L * (L + 1) / 2.0) / (3.0 * L);
+  return 4.0 / 3.0;
+}
+
+namespace {
+
+std::string mib(size_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", double(b) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// "h.3.attn.probs" -> "h.3"; "ln_f" -> "head"; "emb" -> "embedding".
+std::string layer_of(const std::string& name) {
+  if (name.rfind("h.", 0) == 0) return name.substr(0, name.find('.', 2));
+  if (name.rfind("emb", 0) == 0) return "embedding";
+  return "head";
+}
+
+}  // namespace
+
+nlohmann::json report_json(const ReportInput& in) {
+  const Schedule sch = make_schedule(in.strategy, int(in.cfg.L));
+  const auto mem = planner::simulate_memory(in.cfg, in.micro_batch, in.T, sch);
+  auto comp = planner::predict_compute(in.cfg, in.micro_batch, in.T, sch);
+  const auto& c = in.measure.counters;
+  const double measured_overhead = (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
+  nlohmann::json j;
+  j["strategy"] = in.strategy.label();
+  j["recompute_last"] = in.strategy.recompute_last;
+  j["segments"] = in.strategy.segments;
+  j["peak_activation_bytes"] = in.measure.peak_activation;
+  j["predicted_activation_bytes"] = mem.peak_activation;
+  j["peak_boundary_bytes"] = in.measure.peak_checkpoint;
+  j["predicted_boundary_bytes"] = mem.peak_checkpoint;
+  j["peak_recompute_bytes"] = in.measure.peak_recompute;
+  j["predicted_recompute_bytes"] = mem.peak_recompute;
+  j["peak_saved_bytes"] = in.measure.peak_saved;
+  j["predicted_saved_bytes"] = mem.peak_saved;
+  j["boundary_activation_bytes"] = mem.boundary_bytes;
+  j["block_internal_bytes"] = mem.block_bytes;
+  j["block_forwards"] = c.block_forwards;
+  j["block_recomputes"] = c.block_recomputes;
+  j["block_backwards"] = c.block_backwards;
+  j["fwd_flops"] = c.fwd_flops;
+  j["recompute_flops"] = c.recompute_flops;
+  j["bwd_flops"] = c.bwd_flops;
+  j["overhead_flops_measured"] = measured_overhead;
+  j["overhead_predicted"] = comp.overhead();
+  j["overhead_spec"] = spec_overhead(in.strategy, int(in.cfg.L));
+  j["forward_equivalents"] = comp.forward_equivalents();
+  return j;
+}
+
+std::string memory_report(const ReportInput& in) {
+  const Schedule sch = make_schedule(in.strategy, int(in.cfg.L));
+  const auto mem = planner::simulate_memory(in.cfg, in.micro_batch, in.T, sch);
+  const auto comp = planner::predict_compute(in.cfg, in.micro_batch, in.T, sch);
+  const auto& c = in.measure.counters;
+  const Allocator& a = Allocator::global();
+  std::string r;
+  char line[512];
+  auto add = [&](const char* fmt, auto... args) {
+    std::snprintf(line, sizeof line, fmt, args...);
+    r += line;
+  };
+  add("== memory report: %s, micro-batch %lld x T %lld, %lld micro-step(s), strategy %s%s ==\n",
+      in.cfg.describe().c_str(), (long long)in.micro_batch, (long long)in.T, (long long)in.accum,
+      in.strategy.label().c_str(), in.strategy.recompute_last ? " (recompute-last)" : "");
+  add("bytes per category (peak over the run, accounting allocator):\n");
+  for (int i = 0; i < kNumCategories; ++i) {
+    const Category cat = Category(i);
+    if (a.peak(cat) == 0 && a.active(cat) == 0) continue;
+    add("  %-22s %12s MiB\n", category_name(cat), mib(std::max(a.peak(cat), a.active(cat))).c_str());
+  }
+  add("activation peak of one step      measured %10s MiB   predicted %10s MiB   %s\n",
+      mib(in.measure.peak_activation).c_str(), mib(mem.peak_activation).c_str(),
+      in.measure.peak_activation == mem.peak_activation ? "(equal to the byte)" : "(MISMATCH)");
+  add("  boundaries (checkpoints)        measured %10s MiB   predicted %10s MiB\n",
+      mib(in.measure.peak_checkpoint).c_str(), mib(mem.peak_checkpoint).c_str());
+  add("  in-flight recompute             measured %10s MiB   predicted %10s MiB\n",
+      mib(in.measure.peak_recompute).c_str(), mib(mem.peak_recompute).c_str());
+  add("  the rest (saved by the forward) measured %10s MiB   predicted %10s MiB\n",
+      mib(in.measure.peak_saved).c_str(), mib(mem.peak_saved).c_str());
+  add("  |x| (one boundary) %s MiB; one block's internals %s MiB; store-everything would hold %s MiB\n",
+      mib(mem.boundary_bytes).c_str(), mib(mem.block_bytes).c_str(),
+      mib(planner::simulate_memory(in.cfg, in.micro_batch, in.T,
+                                   make_schedule(parse_strategy("none", int(in.cfg.L), false), int(in.cfg.L)))
+              .peak_activation)
+          .c_str());
+
+  // Per layer: measured (the allocator's per-name activation peaks) beside the analytic table.
+  std::map<std::string, size_t> analytic, measured;
+  std::map<std::string, size_t> table_bytes;
+  for (int i = 0; i < in.cfg.L; ++i)
+    for (auto& t : planner::block_table(in.cfg, in.micro_batch, in.T, i)) table_bytes[t.name] = t.bytes;
+  for (auto& t : planner::head_table(in.cfg, in.micro_batch, in.T)) table_bytes[t.name] = t.bytes;
+  for (auto& [n, b] : table_bytes) analytic[layer_of(n)] += b;
+  std::vector<std::pair<size_t, std::string>> largest;
+  for (auto& [n, s] : a.by_name()) {
+    if (s.act_peak == 0) continue;
+    measured[layer_of(n)] += s.act_peak;
+    largest.emplace_back(s.act_peak, n);
+  }
+  add("activation bytes per layer (each tensor at its own peak)   measured MiB   analytic MiB\n");
+  auto row = [&](const std::string& k) {
+    add("  %-10s %44s %14s%s\n", k.c_str(), mib(measured[k]).c_str(), mib(analytic[k]).c_str(),
+        measured[k] == analytic[k] ? "" : "  (differs)");
+  };
+  for (int i = 0; i < in.cfg.L; ++i) row("h." + std::to_string(i));
+  row("head");
+  std::sort(largest.rbegin(), largest.rend());
+  add("largest named activations:\n");
+  for (size_t k = 0; k < std::min<size_t>(6, largest.size()); ++k)
+    add("  %-28s %10s MiB\n", largest[k].second.c_str(), mib(largest[k].first).c_str());
+
+  const double measured_overhead = (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
+  add("== compute ==\n");
+  add("  block forwards %lld, recomputes %lld, backwards %lld (schedule: %d, %d per micro-step)\n",
+      (long long)c.block_forwards, (long long)c.block_recomputes, (long long)c.block_backwards,
+      comp.block_forwards, comp.block_recomputes);
+  add("  GFLOP: forward %.3f, recompute %.3f, backward %.3f\n", c.fwd_flops / 1e9, c.recompute_flops / 1e9,
+      c.bwd_flops / 1e9);
+  add("  overhead (fwd+bwd+recompute)/(fwd+bwd): measured %.3fx, predicted %.3fx, spec %.3fx%s\n", measured_overhead,
+      comp.overhead(), spec_overhead(in.strategy, int(in.cfg.L)),
+      in.strategy.recompute_last || in.strategy.name == "none" ? "" : " (the spec recomputes the last segment too)");
+  return r;
+}
+
+}  // namespace remat
