@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <unistd.h>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -214,7 +215,10 @@ TrainSummary Trainer::run() {
                   "{\"step\": %lld, \"loss\": %.6f%s, \"lr\": %.6g, \"tokens_per_s\": %.1f, \"peak_activation_bytes\": %zu}",
                   (long long)(st + 1), loss, val_field.c_str(), lr_at(st), tok_s, m.peak_activation);
     log(line);
-    if (!o.quiet && o.progress) {
+    if (!o.quiet && (!o.progress || !isatty(2)) && eval)
+      std::fprintf(stderr, "step %lld/%lld  loss %.4f  val %.4f  %.0f tok/s  activations %s\n", (long long)(st + 1),
+                   (long long)o.steps, loss, sum.last_val, tok_s, format_bytes(m.peak_activation).c_str());
+    if (!o.quiet && o.progress && isatty(2)) {
       std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f%s  %.0f tok/s  act %s   ", (long long)(st + 1),
                    (long long)o.steps, loss, eval ? ("  val " + std::to_string(sum.last_val)).c_str() : "", tok_s,
                    format_bytes(m.peak_activation).c_str());
