@@ -20,7 +20,7 @@ Tensor workspace(size_t floats, const std::string& name) {
 }
 
 struct NaiveAttentionNode : Node {
-  struct Saved { Tensor qkv, probs; } s;  // probs: (B, NH, T, T), pre-dropout
+  struct { Saved qkv, probs; } s;  // probs: (B, NH, T, T), pre-dropout
   Dims d{};
   float p = 0;
   Rng rng;
@@ -29,13 +29,14 @@ struct NaiveAttentionNode : Node {
     Tensor* dout = g.find_id(outputs[0]);
     Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, d.C, d.NH, omp_get_max_threads()),
                           name + ".workspace");
-    kernels::attention_backward(g.get(s.qkv).span(), dout->cspan(), s.qkv.cspan(), s.probs.cspan(), d.B, d.T, d.C,
+    const Tensor qkv = s.qkv.get(), probs = s.probs.get();  // probs may be rebuilt here (selective)
+    kernels::attention_backward(g.get(s.qkv.ref).span(), dout->cspan(), qkv.cspan(), probs.cspan(), d.B, d.T, d.C,
                                 d.NH, p, rng.seed, rng.offset, ws.span());
   }
 };
 
 struct FlashAttentionNode : Node {
-  struct Saved { Tensor qkv, out, lse; } s;  // lse: (B, NH, T)
+  struct { Saved qkv, out, lse; } s;  // lse: (B, NH, T)
   Dims d{};
   float p = 0;
   Rng rng;
@@ -44,7 +45,8 @@ struct FlashAttentionNode : Node {
     Tensor* dout = g.find_id(outputs[0]);
     Tensor ws = workspace(kernels::flash_attention_workspace_floats(d.B, d.T, d.C, d.NH, omp_get_max_threads()),
                           name + ".workspace");
-    kernels::flash_attention_backward(g.get(s.qkv).span(), dout->cspan(), s.qkv.cspan(), s.out.cspan(), s.lse.cspan(),
+    const Tensor qkv = s.qkv.get(), out = s.out.get(), lse = s.lse.get();
+    kernels::flash_attention_backward(g.get(s.qkv.ref).span(), dout->cspan(), qkv.cspan(), out.cspan(), lse.cspan(),
                                       d.B, d.T, d.C, d.NH, p, rng.seed, rng.offset, ws.span());
   }
 };
@@ -71,6 +73,16 @@ Tensor attention(const Tensor& qkv, int64_t NH, float p, Rng rng, AttentionKind 
                                  ws.span());
     }
     if (!recording()) { count_forward(flops); return out; }
+    // Selective recomputation (Megatron-LM): the (B, NH, T, T) probabilities are rebuilt from the
+    // saved qkv in backward -- QK^T and softmax again (the kernel also redoes P V into a scratch).
+    offer_recipe(probs, {qkv}, [d, p, rng, name, threads](const Tensors& in) {
+      Tensor pr = Tensor::empty({d.B, d.NH, d.T, d.T}, Category::Recompute, name + ".probs");
+      Tensor scratch = Tensor::empty({d.B, d.T, d.C}, Category::Workspace, name + ".scratch");
+      Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, d.C, d.NH, threads), name + ".workspace");
+      kernels::attention_forward(scratch.span(), pr.span(), in[0].cspan(), d.B, d.T, d.C, d.NH, p, rng.seed, rng.offset,
+                                 ws.span());
+      return pr;
+    }, flops);
     auto n = std::make_unique<NaiveAttentionNode>();
     n->name = name;
     n->outputs = {out.id()};

@@ -16,29 +16,31 @@ Shape with_last(const Shape& s, int64_t last) {
 }
 
 struct LinearNode : Node {
-  struct Saved { Tensor inp; } s;
+  struct { Saved inp; } s;
   Tensor w, b;  // parameters: not activations, never counted
   int64_t N = 0, C = 0, OC = 0;
   const char* op() const override { return "linear"; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out = inp @ w + b, so dinp += dout @ w^T, dw += inp^T @ dout, db += sum(dout)
-    Tensor& dinp = g.get(s.inp);
+    const Tensor inp = s.inp.get();
+    Tensor& dinp = g.get(s.inp.ref);
     Tensor& dw = g.get(w);
     std::span<float> db = b.defined() ? g.get(b).span() : std::span<float>{};
-    kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), s.inp.cspan(), w.cspan(), N, C, OC);
+    kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), inp.cspan(), w.cspan(), N, C, OC);
   }
 };
 
 struct LinearNTNode : Node {
-  struct Saved { Tensor inp; } s;
+  struct { Saved inp; } s;
   Tensor w;
   int64_t N = 0, C = 0, OC = 0;
   const char* op() const override { return "linear_nt"; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out = inp @ w^T, so dinp += dout @ w, dw += dout^T @ inp
-    kernels::matmul_nt_backward(g.get(s.inp).span(), g.get(w).span(), dout->cspan(), s.inp.cspan(), w.cspan(), N, C, OC);
+    const Tensor inp = s.inp.get();
+    kernels::matmul_nt_backward(g.get(s.inp.ref).span(), g.get(w).span(), dout->cspan(), inp.cspan(), w.cspan(), N, C, OC);
   }
 };
 

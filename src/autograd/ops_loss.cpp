@@ -9,7 +9,7 @@ namespace remat::autograd {
 namespace {
 
 struct CrossEntropyNode : Node {
-  struct Saved { Tensor logits, lse; } s;
+  struct { Saved logits, lse; } s;
   std::span<const int32_t> targets;  // the batch, owned by the caller for the whole step
   double count = 1;
   int64_t N = 0, V = 0;
@@ -19,7 +19,8 @@ struct CrossEntropyNode : Node {
     // forward was: loss = sum_i losses_i / count, so dlosses_i = dloss / count
     Tensor dlosses = Tensor::empty({N}, Category::Workspace, name + ".dlosses");
     dlosses.fill(float(double(dloss->data()[0]) / count));
-    kernels::crossentropy_backward(g.get(s.logits).span(), dlosses.cspan(), s.logits.cspan(), s.lse.cspan(),
+    const Tensor logits = s.logits.get(), lse = s.lse.get();
+    kernels::crossentropy_backward(g.get(s.logits.ref).span(), dlosses.cspan(), logits.cspan(), lse.cspan(),
                                    targets.data(), N, V);
   }
 };

@@ -14,23 +14,25 @@ namespace {
 Shape rows_of(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
 
 struct LayerNormNode : Node {
-  struct Saved { Tensor inp, mean, rstd; } s;
+  struct { Saved inp, mean, rstd; } s;
   Tensor w, b;
   int64_t N = 0, C = 0;
   const char* op() const override { return "layernorm"; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
-    kernels::layernorm_backward(g.get(s.inp).span(), g.get(w).span(), g.get(b).span(), dout->cspan(), s.inp.cspan(),
-                                w.cspan(), s.mean.cspan(), s.rstd.cspan(), N, C);
+    const Tensor inp = s.inp.get(), mean = s.mean.get(), rstd = s.rstd.get();
+    kernels::layernorm_backward(g.get(s.inp.ref).span(), g.get(w).span(), g.get(b).span(), dout->cspan(), inp.cspan(),
+                                w.cspan(), mean.cspan(), rstd.cspan(), N, C);
   }
 };
 
 struct GeluNode : Node {
-  struct Saved { Tensor inp; } s;
+  struct { Saved inp; } s;
   const char* op() const override { return "gelu"; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
-    kernels::gelu_backward(g.get(s.inp).span(), s.inp.cspan(), dout->cspan(), s.inp.numel());
+    const Tensor inp = s.inp.get();
+    kernels::gelu_backward(g.get(s.inp.ref).span(), inp.cspan(), dout->cspan(), inp.numel());
   }
 };
 
@@ -66,6 +68,12 @@ Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
   kernels::layernorm_forward(out.span(), mean.span(), rstd.span(), x.cspan(), w.cspan(), b.cspan(), N, C);
   const double flops = 8.0 * N * C;
   if (!recording()) { count_forward(flops); return out; }
+  // Selective recomputation (policy `norms`): the output is rebuilt from the saved input, mean, rstd.
+  offer_recipe(out, {x, mean, rstd, w, b}, [name, N, C](const Tensors& in) {
+    Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
+    kernels::layernorm_apply(o.span(), in[0].cspan(), in[3].cspan(), in[4].cspan(), in[1].cspan(), in[2].cspan(), N, C);
+    return o;
+  }, flops);
   auto n = std::make_unique<LayerNormNode>();
   n->name = name;
   n->outputs = {out.id()};
@@ -86,6 +94,12 @@ Tensor gelu(const Tensor& x, const std::string& name) {
   kernels::gelu_forward(out.span(), x.cspan(), x.numel());
   const double flops = 10.0 * x.numel();
   if (!recording()) { count_forward(flops); return out; }
+  // Selective recomputation (policy `gelu`, llm.c's recompute=1): rebuilt from the saved input.
+  offer_recipe(out, {x}, [name](const Tensors& in) {
+    Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
+    kernels::gelu_forward(o.span(), in[0].cspan(), in[0].numel());
+    return o;
+  }, flops);
   auto n = std::make_unique<GeluNode>();
   n->name = name;
   n->outputs = {out.id()};

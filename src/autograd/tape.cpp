@@ -86,7 +86,43 @@ void verify_same(const Node& n, const char* slot, const Tensor& t, const Tensor&
 }
 }  // namespace
 
-Tensor save(Node& n, const char* slot, const Tensor& t) {
+namespace {
+struct Offer {
+  Tensors inputs;
+  std::function<Tensor(const Tensors&)> fn;
+  double flops = 0;
+};
+std::unordered_map<uint64_t, Offer>& offers() {
+  thread_local std::unordered_map<uint64_t, Offer> o;
+  return o;
+}
+void keep(Node& n, const char* slot, const Tensor& t, Category cat) {
+  if (t.category() == Category::Activation) const_cast<Tensor&>(t).retag(cat);
+  n.saved.push_back({slot, t});
+}
+}  // namespace
+
+void offer_recipe(const Tensor& out, Tensors inputs, std::function<Tensor(const Tensors&)> fn, double flops) {
+  const Recorder& r = recorder();
+  if (!r.policy || !r.tape) return;
+  offers()[out.id()] = Offer{std::move(inputs), std::move(fn), flops};
+}
+
+void clear_recipes() { offers().clear(); }
+
+Tensor Saved::get() const {
+  if (t_.defined()) return t_;
+  REMAT_ASSERT(recipe_ != nullptr, "Saved::get on an empty slot");
+  Recorder r = recorder();
+  r.tape = nullptr;  // a rebuild records nothing
+  r.capture = nullptr;
+  r.verify = nullptr;
+  if (r.counters) r.counters->recompute_flops += recipe_->flops;
+  RecordScope scope(r);
+  return recipe_->fn(recipe_->inputs);
+}
+
+Saved save(Node& n, const char* slot, const Tensor& t) {
   Recorder& r = recorder();
   if (r.capture) r.capture->push_back(t.clone(Category::Debug, t.name()));
   if (r.verify) {
@@ -94,11 +130,35 @@ Tensor save(Node& n, const char* slot, const Tensor& t) {
       throw Error("determinism", "recompute of " + n.name + " saved more tensors than the original forward");
     verify_same(n, slot, t, (*r.verify)[r.verify_pos++]);
   }
-  if (!r.tape) return {};
-  if (r.policy && !r.policy->keep(t.name())) return {};
-  if (t.category() == Category::Activation) const_cast<Tensor&>(t).retag(r.save_category);
-  n.saved.push_back({slot, t});
-  return t;
+  Saved s;
+  s.ref = Ref::of(t);
+  if (!r.tape) return s;
+  if (r.policy && !r.policy->keep(t.name())) {
+    auto it = offers().find(t.id());
+    bool inputs_kept = it != offers().end();
+    if (inputs_kept)
+      for (const Tensor& u : it->second.inputs)
+        inputs_kept = inputs_kept && (u.category() == Category::Parameter || r.policy->keep(u.name()) ||
+                                      (!r.policy->strict() && offers().count(u.id()) == 0));
+    if (inputs_kept) {
+      auto rc = std::make_shared<Recipe>();
+      rc->name = t.name();
+      rc->inputs = it->second.inputs;
+      rc->fn = it->second.fn;
+      rc->flops = it->second.flops;
+      for (const Tensor& u : rc->inputs)
+        if (u.category() != Category::Parameter) keep(n, "recipe", u, r.save_category);
+      s.recipe_ = std::move(rc);
+      return s;
+    }
+    if (r.policy->strict())
+      throw Error("policy", "cannot drop '" + t.name() + "': no op rebuilds it from tensors that are kept",
+                  "droppable names are ln_1, ln_2, mlp.gelu and attn.probs (naive attention); the rest is recomputed "
+                  "by a segment strategy such as --recompute block");
+  }
+  keep(n, slot, t, r.save_category);
+  s.t_ = t;
+  return s;
 }
 
 void finish(std::unique_ptr<Node> n) {

@@ -55,6 +55,34 @@ struct SavedSlot {
   Tensor tensor;
 };
 
+struct Recipe;
+class Node;
+
+// What a node keeps for one slot: the tensor itself, or -- when the policy dropped it -- a recipe
+// that rebuilds it during backward by replaying its producing op on tensors that are kept anyway
+// (selective recomputation). `ref` is the original's identity, the key of its gradient.
+class Saved {
+ public:
+  Ref ref;
+  // The tensor: the kept one, or a fresh rebuild (Category::Recompute, freed by the caller).
+  Tensor get() const;
+  bool kept() const { return t_.defined(); }
+  bool defined() const { return t_.defined() || recipe_ != nullptr; }
+
+ private:
+  friend Saved save(Node& n, const char* slot, const Tensor& t);
+  Tensor t_;
+  std::shared_ptr<const Recipe> recipe_;
+};
+
+// How an op rebuilds one of its outputs from its inputs (all kept), for selective recomputation.
+struct Recipe {
+  std::string name;                                   // the tensor it rebuilds
+  Tensors inputs;                                     // kept tensors it reads
+  std::function<Tensor(const Tensors&)> fn;           // replays the producing kernel
+  double flops = 0;
+};
+
 class Node {
  public:
   virtual ~Node() = default;
@@ -86,11 +114,14 @@ class Tape {
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
-// Which named activations a region keeps. The default keeps everything.
+// Which named activations a region keeps. The default keeps everything. A dropped tensor is rebuilt
+// in backward from its producer's recipe; `strict` says whether asking to drop a tensor that nothing
+// can rebuild is an error (save-all-but) or means "keep it after all" (save-only).
 class Policy {
  public:
   virtual ~Policy() = default;
   virtual bool keep(const std::string& tensor_name) const { return true; }
+  virtual bool strict() const { return true; }
 };
 
 // FLOPs and block-forward counts of one step, split by phase.
@@ -129,8 +160,12 @@ class RecordScope {
 };
 
 // The one place a tensor is saved for backward: asks the policy, moves a transient tensor's bytes to
-// the recorder's save category, and serves --determinism-check. Returns the tensor to keep.
-Tensor save(Node& n, const char* slot, const Tensor& t);
+// the recorder's save category, and serves --determinism-check. Returns what the node keeps.
+Saved save(Node& n, const char* slot, const Tensor& t);
+// An op offers to rebuild `out` from `inputs` with `fn` (only recorded while a policy is active;
+// forgotten by clear_recipes() at the end of each recorded region's forward).
+void offer_recipe(const Tensor& out, Tensors inputs, std::function<Tensor(const Tensors&)> fn, double flops);
+void clear_recipes();
 // True when ops must build nodes (a tape is recording, or the determinism check captures).
 inline bool recording() { const Recorder& r = recorder(); return r.tape || r.capture || r.verify; }
 // Records the node's forward FLOPs in the counters and pushes it if a tape is recording.

@@ -34,6 +34,7 @@ struct CheckpointNode : autograd::Node {
     {
       RecordScope scope(r);
       replayed = fn(inputs);
+      autograd::clear_recipes();
       if (check_ && autograd::recorder().verify_pos != captured.size())
         throw Error("determinism", "replay of region '" + name + "' saved fewer tensors than its original forward");
     }

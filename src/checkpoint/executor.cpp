@@ -84,6 +84,7 @@ void ChainExecutor::run_forward(const Action& a) {
   {
     RecordScope scope(r);
     out = chain_.block(i, in);
+    autograd::clear_recipes();
     if (r.verify) {
       if (autograd::recorder().verify_pos != captured_[i].size())
         throw Error("determinism", "the recompute of block " + std::to_string(i) + " saved " +

@@ -46,6 +46,7 @@ float forward_backward(GPT& model, const MicroBatch& mb, double count, const Ste
     r.tape = &emb_tape;
     RecordScope scope(r);
     x0 = model.embed(mb.inputs, mb.B, mb.T, rng);
+    autograd::clear_recipes();
   }
   trace("forward   embedding");
   const uint64_t x0_id = x0.id();
@@ -73,6 +74,7 @@ float forward_backward(GPT& model, const MicroBatch& mb, double count, const Ste
     Tensor logits = model.logits(xL);
     xL = Tensor();
     Tensor loss = model.loss(logits, mb.targets, count);
+    autograd::clear_recipes();
     loss_value = float(double(loss.data()[0]) * count / double(mb.B * mb.T));
     trace("forward   head (ln_f, lm_head, loss)");
     Tensor dloss = Tensor::empty({1}, Category::ActivationGrad, "dloss");

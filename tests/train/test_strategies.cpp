@@ -7,7 +7,9 @@
 #include <cstring>
 #include <random>
 
+#include "checkpoint/policy.h"
 #include "planner/planner.h"
+#include "core/error.h"
 #include "train/step.h"
 
 using namespace remat;
@@ -20,13 +22,14 @@ struct Grads {
   StepMeasure m;
 };
 
-GPTConfig tiny(int L, float dropout) {
+GPTConfig tiny(int L, float dropout, autograd::AttentionKind att = autograd::AttentionKind::Naive) {
   GPTConfig c;
-  c.L = L; c.C = 32; c.NH = 4; c.T = 16; c.V = 64; c.dropout = dropout;
+  c.L = L; c.C = 32; c.NH = 4; c.T = 16; c.V = 64; c.dropout = dropout; c.attention = att;
   return c;
 }
 
-Grads run(const GPTConfig& cfg, const std::string& strategy, bool recompute_last, int micro_steps = 1) {
+Grads run(const GPTConfig& cfg, const std::string& strategy, bool recompute_last, int micro_steps = 1,
+          const NamePolicy* policy = nullptr) {
   GPT model(cfg);
   model.init(7);
   const int64_t B = 2, T = cfg.T;
@@ -36,6 +39,7 @@ Grads run(const GPTConfig& cfg, const std::string& strategy, bool recompute_last
   for (auto& t : tg) t = int32_t(gen() % cfg.V);
   StepOptions so;
   so.schedule = make_schedule(parse_strategy(strategy, int(cfg.L), recompute_last), int(cfg.L));
+  so.policy = policy;
   Grads r;
   model.zero_grad();
   for (int k = 0; k < micro_steps; ++k) {
@@ -120,4 +124,63 @@ TEST(Strategies, GradientAccumulationComposes) {
     expect_bit_identical(ref, r, std::string(s) + " x3 micro-batches");
     EXPECT_EQ(r.m.peak_activation, run(cfg, s, false, 1).m.peak_activation) << s;
   }
+}
+
+// Selective policies, alone and with every segment strategy, naive and flash attention: gradients
+// bit-identical to store-everything with the same kernel; memory and FLOPs as the planner says.
+class Policies : public ::testing::TestWithParam<std::tuple<std::string, bool, float>> {};
+
+TEST_P(Policies, BitIdenticalAndMeasuredExactlyWithEveryStrategy) {
+  const auto [pname, flash, dropout] = GetParam();
+  const int L = 3;
+  const GPTConfig cfg = tiny(L, dropout, flash ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive);
+  const NamePolicy policy = NamePolicy::preset(pname);
+  const Grads ref = run(cfg, "none", false);
+  for (const char* s : {"none", "all", "block", "sqrt", "uniform:2", "segments:1,2"}) {
+    const std::string what = pname + " + " + s + (flash ? " flash" : " naive");
+    const Grads r = run(cfg, s, false, 1, &policy);
+    expect_bit_identical(ref, r, what);
+    const Schedule sch = make_schedule(parse_strategy(s, L, false), L);
+    const planner::MemoryPrediction p = planner::simulate_memory(cfg, 2, cfg.T, sch, &policy);
+    EXPECT_EQ(r.m.peak_activation, p.peak_activation) << what;
+    EXPECT_EQ(r.m.peak_recompute, p.peak_recompute) << what;
+    EXPECT_EQ(r.m.peak_saved, p.peak_saved) << what;
+    const planner::ComputePrediction cp = planner::predict_compute(cfg, 2, cfg.T, sch, &policy);
+    EXPECT_NEAR(r.m.counters.recompute_flops, cp.recompute, 1e-6 * cp.recompute + 1) << what;
+  }
+  // Alone (with `none`), a policy that drops something saves memory, and the B*NH*T^2 term goes.
+  const Schedule none = make_schedule(parse_strategy("none", L, false), L);
+  const size_t base = planner::simulate_memory(cfg, 2, cfg.T, none).peak_activation;
+  const size_t with = planner::simulate_memory(cfg, 2, cfg.T, none, &policy).peak_activation;
+  if (pname == "none" || (pname == "selective" && flash)) EXPECT_EQ(with, base) << "nothing to drop";
+  else EXPECT_LT(with, base) << pname;
+  if (pname == "selective" && !flash) {
+    const auto t = planner::apply_policy(planner::block_table(cfg, 2, cfg.T, 0), &policy);
+    ASSERT_EQ(t.dropped.size(), 1u);
+    EXPECT_EQ(t.dropped[0].name, "h.0.attn.probs");
+    EXPECT_EQ(t.dropped[0].bytes, size_t(2 * cfg.NH * cfg.T * cfg.T) * 4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, Policies,
+                         ::testing::Combine(::testing::Values("none", "selective", "gelu", "norms"),
+                                            ::testing::Bool(), ::testing::Values(0.0f, 0.1f)));
+
+TEST(Policies, StrictPolicyRefusesWhatNothingCanRebuild) {
+  const GPTConfig cfg = tiny(2, 0);
+  const NamePolicy bad(NamePolicy::Mode::SaveAllBut, {"mlp.c_fc"}, "bad");
+  try {
+    run(cfg, "none", false, 1, &bad);
+    FAIL() << "dropping mlp.c_fc must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot drop 'h.0.mlp.c_fc'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(planner::apply_policy(planner::block_table(cfg, 2, cfg.T, 0), &bad), Error);
+  // save-only keeps the listed names and whatever nothing can rebuild: here it drops the rest.
+  const NamePolicy only(NamePolicy::Mode::SaveOnly, {"attn.c_attn", "mlp.c_fc"}, "only");
+  const auto t = planner::apply_policy(planner::block_table(cfg, 2, cfg.T, 1), &only);
+  std::vector<std::string> dropped;
+  for (auto& d : t.dropped) dropped.push_back(d.name);
+  EXPECT_EQ(dropped, (std::vector<std::string>{"h.1.ln_1", "h.1.attn.probs", "h.1.ln_2", "h.1.mlp.gelu"}));
+  expect_bit_identical(run(cfg, "none", false), run(cfg, "block", false, 1, &only), "save-only + block");
 }
