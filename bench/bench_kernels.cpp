@@ -1,0 +1,131 @@
+// Kernel throughput at GPT-2 shapes: sgemm in GFLOP/s, memory-bound kernels in GB/s
+// (bytes = reads + writes the kernel must do at minimum).
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/adamw.h"
+#include "kernels/crossentropy.h"
+#include "kernels/dropout.h"
+#include "kernels/gelu.h"
+#include "kernels/gemm.h"
+#include "kernels/layernorm.h"
+
+using namespace remat::kernels;
+
+namespace {
+
+std::vector<float> randv(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+void set_bytes(benchmark::State& st, double bytes_per_iter) {
+  st.counters["GB/s"] = benchmark::Counter(bytes_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// C(M,N) = A(M,K) @ B(K,N), the forward layout of a Conv1D layer.
+void BM_sgemm(benchmark::State& st) {
+  const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
+  auto A = randv(M * K, 1), B = randv(K * N, 2);
+  std::vector<float> C(M * N);
+  for (auto _ : st) {
+    sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+    benchmark::DoNotOptimize(C.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_sgemm)
+    ->ArgNames({"M", "K", "N"})
+    ->Args({2048, 256, 768})
+    ->Args({2048, 768, 256})
+    ->Args({2048, 256, 1024})
+    ->Args({2048, 1024, 256})
+    ->Args({2048, 768, 2304})
+    ->Args({2048, 768, 3072})
+    ->UseRealTime();
+
+constexpr int64_t kN = 2048, kC = 768;
+
+void BM_layernorm_forward(benchmark::State& st) {
+  auto inp = randv(kN * kC, 3), w = randv(kC, 4), b = randv(kC, 5);
+  std::vector<float> out(kN * kC), mean(kN), rstd(kN);
+  for (auto _ : st) {
+    layernorm_forward(out, mean, rstd, inp, w, b, kN, kC);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(st, 2.0 * kN * kC * 4);
+}
+BENCHMARK(BM_layernorm_forward)->UseRealTime();
+
+void BM_layernorm_backward(benchmark::State& st) {
+  auto inp = randv(kN * kC, 3), w = randv(kC, 4), b = randv(kC, 5), dout = randv(kN * kC, 6);
+  std::vector<float> out(kN * kC), mean(kN), rstd(kN), dinp(kN * kC), dw(kC), db(kC);
+  layernorm_forward(out, mean, rstd, inp, w, b, kN, kC);
+  for (auto _ : st) {
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, kN, kC);
+    benchmark::DoNotOptimize(dinp.data());
+  }
+  set_bytes(st, 4.0 * kN * kC * 4);  // inp, dout, dinp read + write
+}
+BENCHMARK(BM_layernorm_backward)->UseRealTime();
+
+void BM_gelu_forward(benchmark::State& st) {
+  // The MLP hidden activation: N x 4C.
+  const int64_t n = kN * 4 * kC;
+  auto inp = randv(n, 7);
+  std::vector<float> out(n);
+  for (auto _ : st) {
+    gelu_forward(out, inp, n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(st, 2.0 * n * 4);
+}
+BENCHMARK(BM_gelu_forward)->UseRealTime();
+
+void BM_dropout_forward(benchmark::State& st) {
+  const int64_t n = kN * kC;
+  auto inp = randv(n, 8);
+  std::vector<float> out(n);
+  uint64_t offset = 0;
+  for (auto _ : st) {
+    dropout_forward(out, inp, n, 0.1f, 1234, offset);
+    offset += uint64_t(n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(st, 2.0 * n * 4);
+}
+BENCHMARK(BM_dropout_forward)->UseRealTime();
+
+void BM_crossentropy_forward(benchmark::State& st) {
+  const int64_t N = 256, V = 50257;
+  auto logits = randv(N * V, 9);
+  std::vector<int32_t> tgt(N, 17);
+  std::vector<float> loss(N), lse(N);
+  for (auto _ : st) {
+    crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
+    benchmark::DoNotOptimize(loss.data());
+  }
+  set_bytes(st, double(N) * V * 4);
+}
+BENCHMARK(BM_crossentropy_forward)->UseRealTime();
+
+void BM_adamw(benchmark::State& st) {
+  const int64_t n = 4 << 20;
+  auto p = randv(n, 10), g = randv(n, 11);
+  std::vector<float> m(n), v(n);
+  int64_t t = 0;
+  for (auto _ : st) {
+    adamw_update(p, g, m, v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t);
+    benchmark::DoNotOptimize(p.data());
+  }
+  set_bytes(st, 7.0 * n * 4);  // p, m, v read + write, g read
+}
+BENCHMARK(BM_adamw)->UseRealTime();
+
+}  // namespace

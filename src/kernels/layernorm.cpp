@@ -1,0 +1,151 @@
+#include "kernels/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace remat::kernels {
+
+namespace {
+
+// GCC/Clang generic vectors: 16 float lanes, lane-wise IEEE semantics (one zmm on AVX-512). Row
+// reductions keep 16 partial sums in one of these and combine them in a fixed tree; row tails are
+// zero-padded, so every element goes through the same code.
+typedef float v16f __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+constexpr int64_t kChanBlock = 64;  // channels per dweight/dbias task
+
+inline v16f load16(const float* p) {
+  v16f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline v16f load_tail(const float* p, int64_t n) {  // p[0..n), zeros after (n < 16)
+  v16f v = {};
+  for (int64_t j = 0; j < n; ++j) v[j] = p[j];
+  return v;
+}
+inline float hsum(v16f v) {
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) v[j] += v[j + w];
+  return v[0];
+}
+
+inline float row_sum(const float* x, int64_t C) {
+  v16f acc = {};
+  int64_t i = 0;
+  for (; i + kLanes <= C; i += kLanes) acc += load16(x + i);
+  return hsum(acc + load_tail(x + i, C - i));
+}
+
+inline float row_sq_dev(const float* x, float m, int64_t C) {
+  v16f acc = {};
+  int64_t i = 0;
+  for (; i + kLanes <= C; i += kLanes) {
+    const v16f d = load16(x + i) - m;
+    acc += d * d;
+  }
+  const int64_t n = C - i;
+  v16f d = load_tail(x + i, n) - m;
+  for (int64_t j = n; j < kLanes; ++j) d[j] = 0.0f;  // padding must not count as (0 - m)^2
+  return hsum(acc + d * d);
+}
+
+// The one copy of the normalisation expression. noinline so forward and apply share the exact same
+// machine code (and FMA contraction), which is what makes the recompute bit-exact.
+[[gnu::noinline]] void apply_row(float* __restrict o, const float* __restrict x, const float* __restrict w,
+                                 const float* __restrict b, float m, float s, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+}
+
+}  // namespace
+
+void layernorm_forward(std::span<float> out, std::span<float> mean, std::span<float> rstd,
+                       std::span<const float> inp, std::span<const float> weight, std::span<const float> bias,
+                       int64_t N, int64_t C) {
+  REMAT_ASSERT(int64_t(out.size()) >= N * C && int64_t(inp.size()) >= N * C && int64_t(mean.size()) >= N &&
+                   int64_t(rstd.size()) >= N && int64_t(weight.size()) >= C && int64_t(bias.size()) >= C,
+               "layernorm_forward: span too small");
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp.data() + n * C;
+    // Two passes (mean, then squared deviations): stable, unlike E[x^2] - E[x]^2.
+    const float m = row_sum(x, C) / float(C);
+    const float var = row_sq_dev(x, m, C) / float(C);
+    const float s = 1.0f / std::sqrt(var + kLayerNormEps);
+    apply_row(out.data() + n * C, x, weight.data(), bias.data(), m, s, C);
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+void layernorm_apply(std::span<float> out, std::span<const float> inp, std::span<const float> weight,
+                     std::span<const float> bias, std::span<const float> mean, std::span<const float> rstd,
+                     int64_t N, int64_t C) {
+  REMAT_ASSERT(int64_t(out.size()) >= N * C && int64_t(inp.size()) >= N * C && int64_t(mean.size()) >= N &&
+                   int64_t(rstd.size()) >= N && int64_t(weight.size()) >= C && int64_t(bias.size()) >= C,
+               "layernorm_apply: span too small");
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n)
+    apply_row(out.data() + n * C, inp.data() + n * C, weight.data(), bias.data(), mean[n], rstd[n], C);
+}
+
+void layernorm_backward(std::span<float> dinp, std::span<float> dweight, std::span<float> dbias,
+                        std::span<const float> dout, std::span<const float> inp, std::span<const float> weight,
+                        std::span<const float> mean, std::span<const float> rstd, int64_t N, int64_t C) {
+  REMAT_ASSERT(int64_t(dinp.size()) >= N * C && int64_t(dout.size()) >= N * C && int64_t(inp.size()) >= N * C &&
+                   int64_t(mean.size()) >= N && int64_t(rstd.size()) >= N && int64_t(weight.size()) >= C &&
+                   int64_t(dweight.size()) >= C && int64_t(dbias.size()) >= C,
+               "layernorm_backward: span too small");
+  const float* w = weight.data();
+  // forward was: out = norm * w + b with norm = (x - mean) * rstd, so with g = w * dout:
+  //   dinp += rstd * (g - mean(g) - norm * mean(g * norm))
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = inp.data() + n * C;
+    const float* d = dout.data() + n * C;
+    float* dx = dinp.data() + n * C;
+    const float m = mean[n], s = rstd[n];
+    v16f acc_g = {}, acc_gn = {};
+    int64_t i = 0;
+    for (; i + kLanes <= C; i += kLanes) {
+      const v16f g = load16(w + i) * load16(d + i);
+      acc_g += g;
+      acc_gn += g * ((load16(x + i) - m) * s);
+    }
+    const v16f g = load_tail(w + i, C - i) * load_tail(d + i, C - i);  // zero in the padding
+    acc_g += g;
+    acc_gn += g * ((load_tail(x + i, C - i) - m) * s);
+    const float g_mean = hsum(acc_g) / float(C);
+    const float gn_mean = hsum(acc_gn) / float(C);
+    for (int64_t c = 0; c < C; ++c) {
+      const float norm = (x[c] - m) * s;
+      dx[c] += (w[c] * d[c] - g_mean - norm * gn_mean) * s;
+    }
+  }
+  // ... and dweight += sum_rows(norm * dout), dbias += sum_rows(dout): each channel block owned by one
+  // thread and summed over rows in order.
+  const int64_t nblocks = (C + kChanBlock - 1) / kChanBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < nblocks; ++blk) {
+    const int64_t c0 = blk * kChanBlock, len = std::min(kChanBlock, C - c0);
+    float aw[kChanBlock] = {}, ab[kChanBlock] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const float* x = inp.data() + n * C + c0;
+      const float* d = dout.data() + n * C + c0;
+      const float m = mean[n], s = rstd[n];
+      for (int64_t j = 0; j < len; ++j) {
+        aw[j] += (x[j] - m) * s * d[j];
+        ab[j] += d[j];
+      }
+    }
+    for (int64_t j = 0; j < len; ++j) {
+      dweight[c0 + j] += aw[j];
+      dbias[c0 + j] += ab[j];
+    }
+  }
+}
+
+}  // namespace remat::kernels
