@@ -71,6 +71,7 @@ void add_bench(CLI::App& root) {
     GPTConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
+    check_sizes(cfg, micro, T, 16.0);
     for (auto& s : f.strategies) parse_strategy(s, int(cfg.L), f.recompute_last);  // fail before running anything
     const double gemm_peak = measure_gemm_peak();
     if (!f.json)

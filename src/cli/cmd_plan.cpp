@@ -34,6 +34,7 @@ void add_plan(CLI::App& root) {
     GPTConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 8");
+    check_sizes(cfg, f.batch, T, 0.0);  // plan runs nothing: any size that does not overflow
     const int L = int(cfg.L);
     std::vector<planner::Plan> plans;
     if (!f.budget.empty()) {

@@ -1,4 +1,5 @@
 // remat trace: the event order of one training step (spec self-test (c)), with live activation bytes.
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -33,6 +34,7 @@ void add_trace(CLI::App& root) {
     GPTConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 1");
+    check_sizes(cfg, f.batch, T, 8.0);
     StrategySpec spec = parse_strategy(f.recompute, int(cfg.L), f.recompute_last);
     GPT model(cfg);
     std::vector<int32_t> in(size_t(f.batch * T)), tg(in.size());
@@ -51,12 +53,18 @@ void add_trace(CLI::App& root) {
     StepMeasure m;
     forward_backward(model, MicroBatch{in, tg, f.batch, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
     const auto p = planner::simulate_memory(cfg, f.batch, T, so.schedule);
-    std::printf("block forwards %lld, recomputes %lld, backwards %lld; every block ran %s\n",
+    // How often each block's forward ran (first pass and recomputes), from the schedule.
+    std::vector<int> runs(size_t(cfg.L), 0);
+    for (const Action& a : so.schedule)
+      if (a.kind == Action::Kind::Forward) ++runs[size_t(a.block)];
+    const int lo = *std::min_element(runs.begin(), runs.end()), hi = *std::max_element(runs.begin(), runs.end());
+    const std::string ran = lo == hi ? "every block ran " + (lo == 1   ? std::string("once")
+                                                             : lo == 2 ? std::string("twice")
+                                                                       : std::to_string(lo) + " times")
+                                     : "blocks ran " + std::to_string(lo) + " to " + std::to_string(hi) + " times (see above)";
+    std::printf("block forwards %lld, recomputes %lld, backwards %lld; %s\n",
                 (long long)m.counters.block_forwards, (long long)m.counters.block_recomputes,
-                (long long)m.counters.block_backwards,
-                m.counters.block_recomputes == 0 ? "once"
-                : m.counters.block_recomputes == cfg.L ? "twice"
-                                                       : "once or more (see above)");
+                (long long)m.counters.block_backwards, ran.c_str());
     std::printf("peak activation %s measured, %s predicted\n", format_bytes(m.peak_activation).c_str(),
                 format_bytes(p.peak_activation).c_str());
   });

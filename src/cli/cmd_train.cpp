@@ -40,7 +40,9 @@ void add_train(CLI::App& root) {
   app->add_option("--sample-tokens", f.o.sample_tokens, "Tokens to sample at the end (0: none)")->capture_default_str();
   app->add_option("--save", f.o.save, "Write the weights to this .safetensors file (atomically)");
   app->add_option("--init-from", f.o.init_from, "Start from weights in a .safetensors file (a Hugging Face GPT-2 "
-                                                "model.safetensors loads as it is)");
+                                                "model.safetensors loads as it is); the architecture comes from the file "
+                                                "unless --preset or model flags say otherwise, the block size unless "
+                                                "--block-size does");
   app->add_option("--metrics-out", f.o.metrics_out, "Write metrics as JSON lines (step, loss, val_loss, lr, "
                                                     "tokens_per_s, peak_activation_bytes)");
   app->add_option("--recompute", f.o.recompute, "Checkpoint strategy: none | all | block | sqrt | uniform:K | "
@@ -56,20 +58,14 @@ void add_train(CLI::App& root) {
   app->callback([flags]() {
     TrainFlags& f = *flags;
     f.model.apply_threads();
-    f.o.model = f.model.config();
+    // With --init-from, the architecture and block size come from the file unless flags say otherwise.
+    f.o.model = f.o.init_from.empty() ? f.model.config() : f.model.config_for_file(f.o.init_from);
     f.o.seq = f.model.seq(f.o.model);
-    if (!f.o.init_from.empty() && f.model.preset == "shakespeare" && f.model.L == -1 && f.model.C == -1) {
-      // Take the architecture from the file unless flags say otherwise.
-      GPTConfig fc = read_config(f.o.init_from);
-      fc.dropout = f.o.model.dropout;
-      fc.attention = f.o.model.attention;
-      if (f.model.T != -1 && f.model.T > fc.T)
-        throw Error("config", "--seq " + std::to_string(f.model.T) + " is above the block size " +
-                                  std::to_string(fc.T) + " of '" + f.o.init_from + "'",
-                    "use --seq <= " + std::to_string(fc.T));
-      f.o.model = fc;
-      f.o.seq = f.model.T != -1 ? f.model.T : fc.T;
-    }
+    check_sizes(f.o.model, f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch, f.o.seq, 16.0);
+    // Fail now, not after the whole run, when an output cannot be written.
+    check_output_path(f.o.save, "--save");
+    check_output_path(f.o.metrics_out, "--metrics-out");
+    check_output_path(f.report_json, "--report-json");
     if (!f.memory_limit.empty()) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
     f.o.progress = !f.no_progress;
     Trainer t(f.o);

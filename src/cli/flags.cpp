@@ -2,9 +2,15 @@
 
 #include <omp.h>
 
-#include <cmath>
+#include <unistd.h>
 
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/allocator.h"
 #include "core/error.h"
+#include "model/weights.h"
 
 namespace remat::cli {
 
@@ -12,8 +18,8 @@ void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
   preset = default_preset;
   std::string names;
   for (auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-  app.add_option("--preset", preset, "Model preset (" + names + "); other model flags override it")
-      ->capture_default_str();
+  preset_option = app.add_option("--preset", preset, "Model preset (" + names + "); other model flags override it")
+                      ->capture_default_str();
   app.add_option("--layers", L, "L: number of transformer blocks");
   app.add_option("--channels", C, "C: model width");
   app.add_option("--heads", NH, "NH: attention heads (must divide C)");
@@ -43,6 +49,69 @@ GPTConfig ModelFlags::config() const {
     throw Error("config", "--seq " + std::to_string(T) + " is above the model's block size " + std::to_string(c.T),
                 "use --seq <= " + std::to_string(c.T) + " or raise --block-size");
   return c;
+}
+
+GPTConfig ModelFlags::config_for_file(const std::string& path) const {
+  const GPTConfig fc = read_config(path);
+  GPTConfig c = preset_option && preset_option->count() > 0 ? remat::preset(preset) : fc;
+  if (L != -1) c.L = L;
+  if (C != -1) c.C = C;
+  if (NH != -1) c.NH = NH;
+  if (V != -1) c.V = V;
+  c.T = block_size != -1 ? block_size : fc.T;
+  c.dropout = dropout;
+  c.attention = attention == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
+  if (T != -1 && T <= 0)
+    throw Error("config", "--seq must be positive, got " + std::to_string(T), "pass --seq 1 or more");
+  if (T != -1 && T > c.T)
+    throw Error("config",
+                "--seq " + std::to_string(T) + " is above the block size " + std::to_string(c.T) +
+                    (block_size != -1 ? " (--block-size)" : " of '" + path + "'"),
+                "use --seq <= " + std::to_string(c.T));
+  c.validate();
+  return c;
+}
+
+void check_sizes(const GPTConfig& c, int64_t batch, int64_t T, double host_bytes_per_param) {
+  const double L = double(c.L), C = double(c.C), NH = double(c.NH), V = double(c.V), B = double(std::max<int64_t>(batch, 1)),
+               S = double(std::max<int64_t>(T, 1));
+  const double params = V * C + double(c.T) * C + L * (12.0 * C * C + 13.0 * C) + 2.0 * C;
+  // A generous bound on what storing every activation of one micro-batch takes.
+  const double activations = 4.0 * B * S * (L * (40.0 * C + 4.0 * NH * S) + 3.0 * V);
+  const double limit = std::ldexp(1.0, 60);  // 1 EiB: far beyond any machine, far below 2^63
+  if (16.0 * params > limit || activations > limit || L > 1e6) {
+    char what[160];
+    std::snprintf(what, sizeof what, " is absurdly large (%.3g GiB of parameters, up to %.3g GiB of activations)",
+                  4.0 * params / 1073741824.0, activations / 1073741824.0);
+    throw Error("config", c.describe() + " at batch " + std::to_string(batch) + ", seq " + std::to_string(T) + what,
+                "check --layers/--channels/--seq/--vocab/--batch for a typo");
+  }
+  if (host_bytes_per_param > 0) {
+    const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+    const double need = params * host_bytes_per_param;
+    if (ram > 0 && need > ram)
+      throw Error("config",
+                  c.describe() + " has " + std::to_string(int64_t(params)) + " parameters; with gradients" +
+                      (host_bytes_per_param > 8 ? " and AdamW state" : "") + " they need " +
+                      format_bytes(size_t(need)) + ", more than this machine's " + format_bytes(size_t(ram)) + " of memory",
+                  "use a smaller model (--layers, --channels, --vocab, --block-size); `remat plan` prices any size");
+  }
+}
+
+void check_output_path(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec))
+    throw Error("io", flag + " '" + path + "' is a directory", "give a file name, e.g. " + (p / "out").string());
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  if (!fs::exists(dir, ec))
+    throw Error("io", "cannot write " + flag + " '" + path + "': directory '" + dir.string() + "' does not exist",
+                "create it first, e.g. mkdir -p " + dir.string());
+  if (!fs::is_directory(dir, ec))
+    throw Error("io", "cannot write " + flag + " '" + path + "': '" + dir.string() + "' is not a directory",
+                "give a path inside a directory");
 }
 
 void ModelFlags::apply_threads() const {

@@ -13,11 +13,16 @@ struct ModelFlags {
   float dropout = 0;
   std::string attention = "naive";
   int threads = 0;
+  CLI::Option* preset_option = nullptr;  // to tell an explicit --preset from the default
   // Registers --preset, --layers, --channels, --heads, --seq, --vocab, --block-size, --dropout,
   // --attention, --threads on `app`.
   void add_to(CLI::App& app, const std::string& default_preset);
   // The config: preset, then explicit flags; --seq sets the block size unless --block-size is given.
   GPTConfig config() const;
+  // The config for --init-from `path`: the architecture stored in the file (unless --preset is given),
+  // then explicit flags; the block size is the file's unless --block-size is given, and --seq must
+  // not exceed it.
+  GPTConfig config_for_file(const std::string& path) const;
   // Sequence length used for batches.
   int64_t seq(const GPTConfig& c) const { return T > 0 ? T : c.T; }
   void apply_threads() const;
@@ -25,6 +30,14 @@ struct ModelFlags {
 
 // "2GiB", "1.5G", "512MiB", "64k", "1000000" -> bytes. Throws remat::Error on anything else.
 size_t parse_bytes(const std::string& text, const std::string& flag);
+
+// Rejects sizes whose byte counts would overflow (a config error instead of a crash), and, when
+// host_bytes_per_param > 0, models whose parameters (times that many bytes each) exceed this
+// machine's physical memory. `batch` is the micro-batch.
+void check_sizes(const GPTConfig& c, int64_t batch, int64_t T, double host_bytes_per_param);
+// Throws remat::Error("io") unless the directory that would hold `path` exists, so that a bad
+// --save or --metrics-out fails before training rather than after it.
+void check_output_path(const std::string& path, const std::string& flag);
 
 int cmd_train(CLI::App& app);
 void add_train(CLI::App& root);
