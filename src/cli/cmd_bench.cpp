@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <vector>
 
 #include "cli/flags.h"
@@ -26,6 +28,27 @@ struct BenchFlags {
   std::string data;
   bool json = false;
 };
+
+// A bench row: "[flash+|naive+]STRATEGY[+POLICY]", e.g. "selective", "flash+block", "block+gelu".
+struct RowSpec {
+  std::string label, strategy = "none", policy = "none";
+  std::optional<autograd::AttentionKind> attention;
+};
+RowSpec parse_row(const std::string& text) {
+  RowSpec r;
+  r.label = text;
+  std::stringstream ss(text);
+  std::string tok;
+  bool have_strategy = false;
+  while (std::getline(ss, tok, '+')) {
+    if (tok == "flash") r.attention = autograd::AttentionKind::Flash;
+    else if (tok == "naive") r.attention = autograd::AttentionKind::Naive;
+    else if (tok != "none" && NamePolicy::is_preset(tok)) r.policy = tok;
+    else if (!have_strategy) { r.strategy = tok; have_strategy = true; }
+    else throw Error("bench", "row '" + text + "' names two strategies", "write e.g. flash+block or block+selective");
+  }
+  return r;
+}
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -53,8 +76,10 @@ void add_bench(CLI::App& root) {
   CLI::App* app = root.add_subcommand("bench", "Time training steps under several strategies in one run");
   BenchFlags& f = *flags;
   f.model.add_to(*app, "small");
-  app->add_option("--recompute", f.strategies, "Strategies to run, space separated (none all block sqrt "
-                                               "uniform:K segments:a,b,...)")->capture_default_str();
+  app->add_option("--recompute", f.strategies, "Rows to run, space separated: a strategy (none all block sqrt "
+                                               "uniform:K segments:a,b,...), optionally with +POLICY (selective, "
+                                               "gelu, norms) and flash+ / naive+ (e.g. selective flash+block)")
+      ->capture_default_str();
   app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
   app->add_option("--batch", f.batch, "B: sequences per step")->capture_default_str();
   app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default B)");
@@ -72,7 +97,12 @@ void add_bench(CLI::App& root) {
     const int64_t T = f.model.seq(cfg);
     const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
     check_sizes(cfg, micro, T, 16.0);
-    for (auto& s : f.strategies) parse_strategy(s, int(cfg.L), f.recompute_last);  // fail before running anything
+    std::vector<RowSpec> specs;
+    for (auto& s : f.strategies) {  // fail before running anything
+      specs.push_back(parse_row(s));
+      parse_strategy(specs.back().strategy, int(cfg.L), f.recompute_last);
+      NamePolicy::preset(specs.back().policy);
+    }
     const double gemm_peak = measure_gemm_peak();
     if (!f.json)
       std::printf("remat bench: %s, B=%lld (micro %lld), T=%lld, %d threads, dropout %.2f, attention %s; "
@@ -82,9 +112,12 @@ void add_bench(CLI::App& root) {
                   gemm_peak);
     nlohmann::json rows = nlohmann::json::array();
     double none_ms = 0, none_flops = 0;
-    for (const std::string& sname : f.strategies) {
+    for (const RowSpec& row : specs) {
+      const std::string& sname = row.label;
       TrainOptions o;
       o.model = cfg;
+      if (row.attention) o.model.attention = *row.attention;
+      o.policy = row.policy;
       o.seq = T;
       o.batch = f.batch;
       o.micro_batch = f.micro_batch;
@@ -92,7 +125,7 @@ void add_bench(CLI::App& root) {
       o.seed = f.seed;
       o.data = f.data;
       if (f.data.empty()) o.random_tokens = std::max<int64_t>(1 << 20, 40 * f.batch * (T + 1));
-      o.recompute = sname;
+      o.recompute = row.strategy;
       o.recompute_last = f.recompute_last;
       o.eval_every = 0;
       o.sample_tokens = 0;
@@ -111,8 +144,10 @@ void add_bench(CLI::App& root) {
       }
       std::sort(ms.begin(), ms.end());
       const double med = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-      ReportInput ri{cfg, micro, T, f.batch / micro, t.strategy(), last};
+      ReportInput ri{o.model, micro, T, f.batch / micro, t.strategy(), last,
+                     t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
       nlohmann::json j = report_json(ri);
+      j["strategy"] = sname;
       const auto& c = last.counters;
       const double step_flops = c.fwd_flops + c.bwd_flops + c.recompute_flops;
       if (sname == "none") {
@@ -141,7 +176,7 @@ void add_bench(CLI::App& root) {
                       "act MiB pred", "fwd-eq", "median ms", "tok/s", "ovh time", "ovh FLOP", "GFLOP/s", "%sgemm");
         char ovh[16] = "-";
         if (none_ms > 0) std::snprintf(ovh, sizeof ovh, "%.3f", med / none_ms);
-        std::printf("%-18s %5zu %12.2f %12.2f %8.2f %10.1f %9.0f %9s %9.3f %8.1f %6.1f%%\n", t.strategy().label().c_str(),
+        std::printf("%-18s %5zu %12.2f %12.2f %8.2f %10.1f %9.0f %9s %9.3f %8.1f %6.1f%%\n", sname.c_str(),
                     t.strategy().segments.size(), double(last.peak_activation) / 1048576.0,
                     double(j["predicted_activation_bytes"].get<size_t>()) / 1048576.0,
                     j["forward_equivalents"].get<double>(), med, j["tokens_per_s"].get<double>(), ovh,

@@ -4,6 +4,7 @@
 
 #include "cli/flags.h"
 #include "core/error.h"
+#include "checkpoint/policy.h"
 #include "planner/optimize.h"
 #include "train/report.h"
 
@@ -15,6 +16,7 @@ struct PlanFlags {
   int64_t batch = 8;
   std::string budget;
   std::vector<std::string> strategies;
+  std::string policy = "none";
   bool json = false;
 };
 }  // namespace
@@ -28,6 +30,8 @@ void add_plan(CLI::App& root) {
   app->add_option("--batch", f.batch, "B: sequences per forward (the micro-batch)")->capture_default_str();
   app->add_option("--budget", f.budget, "Activation byte budget (e.g. 300MiB): print the best plan for it");
   app->add_option("--recompute", f.strategies, "Price these strategies instead of the frontier");
+  app->add_option("--policy", f.policy, "Selective recomputation inside stored blocks: none | selective | gelu | norms")
+      ->capture_default_str();
   app->add_flag("--json", f.json, "JSON output");
   app->callback([flags]() {
     PlanFlags& f = *flags;
@@ -36,17 +40,19 @@ void add_plan(CLI::App& root) {
     if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 8");
     check_sizes(cfg, f.batch, T, 0.0);  // plan runs nothing: any size that does not overflow
     const int L = int(cfg.L);
+    const NamePolicy policy = NamePolicy::preset(f.policy);
+    const autograd::Policy* pol = policy.keeps_all() ? nullptr : &policy;
     std::vector<planner::Plan> plans;
     if (!f.budget.empty()) {
-      plans.push_back(planner::best_plan(cfg, f.batch, T, parse_bytes(f.budget, "--budget")));
+      plans.push_back(planner::best_plan(cfg, f.batch, T, parse_bytes(f.budget, "--budget"), pol));
     } else if (!f.strategies.empty()) {
       for (auto& s : f.strategies) {
         StrategySpec spec = parse_strategy(s, L, false);
         Schedule sch = make_schedule(spec, L);
-        plans.push_back({spec, planner::simulate_memory(cfg, f.batch, T, sch), planner::predict_compute(cfg, f.batch, T, sch)});
+        plans.push_back({spec, planner::simulate_memory(cfg, f.batch, T, sch, pol), planner::predict_compute(cfg, f.batch, T, sch, pol)});
       }
     } else {
-      plans = planner::frontier(cfg, f.batch, T);
+      plans = planner::frontier(cfg, f.batch, T, pol);
     }
     nlohmann::json rows = nlohmann::json::array();
     if (!f.json)
@@ -69,7 +75,8 @@ void add_plan(CLI::App& root) {
     }
     if (f.json) std::printf("%s\n", rows.dump(2).c_str());
     else if (!f.budget.empty())
-      std::printf("use: remat train --recompute %s\n", plans[0].spec.label().c_str());
+      std::printf("use: remat train --recompute %s%s\n", plans[0].spec.label().c_str(),
+                  pol ? (" --policy " + f.policy).c_str() : "");
   });
 }
 

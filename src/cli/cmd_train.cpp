@@ -48,6 +48,12 @@ void add_train(CLI::App& root) {
   app->add_option("--recompute", f.o.recompute, "Checkpoint strategy: none | all | block | sqrt | uniform:K | "
                                                 "segments:a,b,...")->capture_default_str();
   app->add_flag("--recompute-last", f.o.recompute_last, "Also recompute the last segment (the textbook count)");
+  app->add_option("--policy", f.o.policy, "Selective recomputation inside stored blocks: none | selective (drop the "
+                                          "attention scores) | gelu | norms")->capture_default_str();
+  app->add_option("--save-only", f.o.save_only, "Keep only these named block tensors (comma-separated, e.g. "
+                                                "attn.c_attn,mlp.c_fc); rebuild the rest that one op can rebuild");
+  app->add_option("--save-all-but", f.o.save_all_but, "Drop these named block tensors and rebuild them in backward "
+                                                      "(e.g. attn.probs,mlp.gelu)");
   app->add_flag("--determinism-check", f.o.check_determinism,
                 "Compare every recomputed tensor with the original forward; fail on the first difference");
   app->add_flag("--debug-break-replay", f.o.break_replay,
@@ -72,8 +78,8 @@ void add_train(CLI::App& root) {
     std::printf("remat train: %s, %lld params, dropout %.2f, attention %s\n", f.o.model.describe().c_str(),
                 (long long)f.o.model.num_params(), f.o.model.dropout,
                 autograd::attention_kind_name(f.o.model.attention));
-    std::printf("strategy %s, batch %lld = %lld micro-batch(es) of %lld, seq %lld, %lld steps\n",
-                t.strategy().label().c_str(), (long long)f.o.batch,
+    std::printf("strategy %s, policy %s, batch %lld = %lld micro-batch(es) of %lld, seq %lld, %lld steps\n",
+                t.strategy().label().c_str(), t.policy().label().c_str(), (long long)f.o.batch,
                 (long long)(f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch)),
                 (long long)(f.o.micro_batch ? f.o.micro_batch : f.o.batch), (long long)f.o.seq, (long long)f.o.steps);
     std::fflush(stdout);
@@ -81,7 +87,8 @@ void add_train(CLI::App& root) {
     std::printf("val loss %.4f -> %.4f nats/token; last step %.0f tokens/s\n", s.first_val, s.last_val, s.tokens_per_s);
     if (!s.sample.empty()) std::printf("sample:\n%s\n", s.sample.c_str());
     ReportInput ri{f.o.model, f.o.micro_batch ? f.o.micro_batch : f.o.batch, f.o.seq,
-                   f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch), t.strategy(), s.measure};
+                   f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch), t.strategy(), s.measure,
+                   t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
     std::printf("%s", memory_report(ri).c_str());
     if (!f.report_json.empty()) {
       nlohmann::json j = report_json(ri);

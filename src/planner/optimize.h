@@ -18,9 +18,10 @@ struct Plan {
 };
 
 // Pareto-optimal plans, ascending in memory (descending in recompute).
-std::vector<Plan> frontier(const GPTConfig& cfg, int64_t B, int64_t T);
+std::vector<Plan> frontier(const GPTConfig& cfg, int64_t B, int64_t T, const autograd::Policy* policy = nullptr);
 // The plan with the least recompute whose predicted peak activation fits `budget_bytes`. Throws
 // remat::Error naming the minimum when nothing fits.
-Plan best_plan(const GPTConfig& cfg, int64_t B, int64_t T, size_t budget_bytes);
+Plan best_plan(const GPTConfig& cfg, int64_t B, int64_t T, size_t budget_bytes,
+               const autograd::Policy* policy = nullptr);
 
 }  // namespace remat::planner

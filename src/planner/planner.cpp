@@ -136,6 +136,10 @@ MemoryPrediction simulate_memory(const GPTConfig& cfg, int64_t B, int64_t T, con
   };
   std::vector<BlockPlan> bp(L);
   for (int i = 0; i < L; ++i) {
+    if (i > 0 && !policy) {  // without a policy every block is alike
+      bp[i] = bp[0];
+      continue;
+    }
     const PolicyTable pt = apply_policy(block_table(cfg, B, T, i), policy);
     BlockPlan& b = bp[i];
     b.kept = pt.kept_bytes();

@@ -33,13 +33,15 @@ std::string layer_of(const std::string& name) {
 
 nlohmann::json report_json(const ReportInput& in) {
   const Schedule sch = make_schedule(in.strategy, int(in.cfg.L));
-  const auto mem = planner::simulate_memory(in.cfg, in.micro_batch, in.T, sch);
-  auto comp = planner::predict_compute(in.cfg, in.micro_batch, in.T, sch);
+  const auto mem = planner::simulate_memory(in.cfg, in.micro_batch, in.T, sch, in.policy);
+  auto comp = planner::predict_compute(in.cfg, in.micro_batch, in.T, sch, in.policy);
   const auto& c = in.measure.counters;
   const double measured_overhead = (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
   nlohmann::json j;
   j["strategy"] = in.strategy.label();
   j["recompute_last"] = in.strategy.recompute_last;
+  j["policy"] = in.policy_label;
+  j["attention"] = autograd::attention_kind_name(in.cfg.attention);
   j["segments"] = in.strategy.segments;
   j["peak_activation_bytes"] = in.measure.peak_activation;
   j["predicted_activation_bytes"] = mem.peak_activation;
@@ -66,8 +68,8 @@ nlohmann::json report_json(const ReportInput& in) {
 
 std::string memory_report(const ReportInput& in) {
   const Schedule sch = make_schedule(in.strategy, int(in.cfg.L));
-  const auto mem = planner::simulate_memory(in.cfg, in.micro_batch, in.T, sch);
-  const auto comp = planner::predict_compute(in.cfg, in.micro_batch, in.T, sch);
+  const auto mem = planner::simulate_memory(in.cfg, in.micro_batch, in.T, sch, in.policy);
+  const auto comp = planner::predict_compute(in.cfg, in.micro_batch, in.T, sch, in.policy);
   const auto& c = in.measure.counters;
   const Allocator& a = Allocator::global();
   std::string r;
@@ -76,9 +78,10 @@ std::string memory_report(const ReportInput& in) {
     std::snprintf(line, sizeof line, fmt, args...);
     r += line;
   };
-  add("== memory report: %s, micro-batch %lld x T %lld, %lld micro-step(s), strategy %s%s ==\n",
+  add("== memory report: %s, micro-batch %lld x T %lld, %lld micro-step(s), strategy %s%s, policy %s, %s attention ==\n",
       in.cfg.describe().c_str(), (long long)in.micro_batch, (long long)in.T, (long long)in.accum,
-      in.strategy.label().c_str(), in.strategy.recompute_last ? " (recompute-last)" : "");
+      in.strategy.label().c_str(), in.strategy.recompute_last ? " (recompute-last)" : "", in.policy_label.c_str(),
+      autograd::attention_kind_name(in.cfg.attention));
   add("bytes per category (peak over the run, accounting allocator):\n");
   for (int i = 0; i < kNumCategories; ++i) {
     const Category cat = Category(i);
@@ -121,6 +124,25 @@ std::string memory_report(const ReportInput& in) {
   };
   for (int i = 0; i < in.cfg.L; ++i) row("h." + std::to_string(i));
   row("head");
+  // One block's named tensors, with and without the policy.
+  {
+    const auto table = planner::block_table(in.cfg, in.micro_batch, in.T, 0);
+    const auto pt = planner::apply_policy(table, in.policy);
+    add("block h.0 saved tensors              shape                 store-all MiB   policy %s MiB\n",
+        in.policy_label.c_str());
+    size_t all = 0, kept = 0;
+    for (const auto& t : table) {
+      bool dropped = false;
+      for (const auto& d : pt.dropped) dropped = dropped || d.name == t.name;
+      all += t.bytes;
+      kept += dropped ? 0 : t.bytes;
+      add("  %-32s %-20s %12s %12s%s\n", t.name.c_str(), shape_str(t.shape).c_str(), mib(t.bytes).c_str(),
+          dropped ? "0" : mib(t.bytes).c_str(), dropped ? "   (rebuilt in backward)" : "");
+    }
+    add("  %-32s %-20s %12s %12s\n", "total", "", mib(all).c_str(), mib(kept).c_str());
+    if (in.policy_label == "selective" && in.cfg.attention == autograd::AttentionKind::Flash)
+      add("  selective has nothing to drop: flash attention never materialises the (B, NH, T, T) scores\n");
+  }
   std::sort(largest.rbegin(), largest.rend());
   add("largest named activations:\n");
   for (size_t k = 0; k < std::min<size_t>(6, largest.size()); ++k)

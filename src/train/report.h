@@ -15,6 +15,8 @@ struct ReportInput {
   int64_t micro_batch = 0, T = 0, accum = 1;
   StrategySpec strategy;
   StepMeasure measure;  // one optimizer step (all micro-batches)
+  const autograd::Policy* policy = nullptr;  // a named-tensor policy, if any
+  std::string policy_label = "none";
 };
 
 // The spec's own overhead for a strategy (block units, fwd = 1, bwd = 2, textbook recompute of

@@ -25,6 +25,7 @@ struct Trainer::Impl {
   std::unique_ptr<data::BatchSampler> sampler, val_sampler;
   std::vector<Tensor> m, v;  // AdamW state
   StrategySpec strategy;
+  NamePolicy policy;
   Schedule schedule;
   int64_t micro = 0, T = 0, accum = 1;
   std::vector<int32_t> inputs, targets;
@@ -65,7 +66,9 @@ Trainer::Trainer(const TrainOptions& o) {
     throw Error("train", "--seq " + std::to_string(T) + " is above the model's block size " + std::to_string(o.model.T),
                 "use --seq <= " + std::to_string(o.model.T) + ", or a model with a larger block size");
   if (!(o.lr > 0)) throw Error("train", "--lr must be positive", "e.g. --lr 1e-3");
-  StrategySpec spec = parse_strategy(o.recompute, int(o.model.L), o.recompute_last);
+  std::string strategy_text;
+  NamePolicy policy = policy_from(o, &strategy_text);
+  StrategySpec spec = parse_strategy(strategy_text, int(o.model.L), o.recompute_last);
   Allocator::global().set_limit(o.memory_limit);
 
   impl_ = std::make_unique<Impl>(o);
@@ -74,6 +77,7 @@ Trainer::Trainer(const TrainOptions& o) {
   s.T = T;
   s.accum = o.batch / micro;
   s.strategy = spec;
+  s.policy = policy;
   s.schedule = make_schedule(spec, int(o.model.L));
   s.model.init(o.seed);
   if (!o.init_from.empty()) load_weights(s.model, o.init_from);
@@ -93,6 +97,26 @@ Trainer::Trainer(const TrainOptions& o) {
 Trainer::~Trainer() = default;
 GPT& Trainer::model() { return impl_->model; }
 const StrategySpec& Trainer::strategy() const { return impl_->strategy; }
+const NamePolicy& Trainer::policy() const { return impl_->policy; }
+
+NamePolicy policy_from(const TrainOptions& o, std::string* strategy) {
+  *strategy = o.recompute;
+  int asked = int(!o.save_only.empty()) + int(!o.save_all_but.empty()) + int(o.policy != "none");
+  if (NamePolicy::is_preset(o.recompute) && o.recompute != "none") {
+    asked += 1;
+    *strategy = "none";
+  }
+  if (asked > 1)
+    throw Error("policy", "more than one policy given (--policy, --save-only, --save-all-but or a policy as --recompute)",
+                "combine a strategy with one policy, e.g. --recompute block --policy selective");
+  if (!o.save_only.empty())
+    return NamePolicy(NamePolicy::Mode::SaveOnly, split_names(o.save_only, "--save-only"), "save-only:" + o.save_only);
+  if (!o.save_all_but.empty())
+    return NamePolicy(NamePolicy::Mode::SaveAllBut, split_names(o.save_all_but, "--save-all-but"),
+                      "save-all-but:" + o.save_all_but);
+  if (*strategy != o.recompute) return NamePolicy::preset(o.recompute);
+  return NamePolicy::preset(o.policy);
+}
 
 double Trainer::lr_at(int64_t step) const {
   const TrainOptions& o = impl_->opt;
@@ -109,6 +133,7 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
   s.model.zero_grad();
   StepOptions so;
   so.schedule = s.schedule;
+  so.policy = s.policy.keeps_all() ? nullptr : &s.policy;
   so.check_determinism = o.check_determinism;
   so.break_replay = o.break_replay;
   double loss = 0;

@@ -6,11 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/policy.h"
 #include "checkpoint/schedule.h"
 #include "model/gpt.h"
 #include "train/step.h"
 
 namespace remat {
+
+// The policy the options ask for: --save-only / --save-all-but / --policy, or a policy preset given
+// as --recompute (then the strategy is `none`). Throws on conflicting requests.
+NamePolicy policy_from(const struct TrainOptions& o, std::string* strategy);
 
 struct TrainOptions {
   GPTConfig model;
@@ -29,7 +34,9 @@ struct TrainOptions {
   int64_t sample_every = 0;    // 0 = only at the end (sample_tokens > 0)
   int64_t sample_tokens = 200;
   std::string save, init_from, metrics_out;
-  std::string recompute = "none";
+  std::string recompute = "none";  // a strategy, or a policy preset (selective | gelu | norms)
+  std::string policy = "none";     // none | selective | gelu | norms
+  std::string save_only, save_all_but;  // comma-separated tensor names (JAX-style named policies)
   bool recompute_last = false;
   bool check_determinism = false, break_replay = false;
   size_t memory_limit = 0;
@@ -59,6 +66,8 @@ class Trainer {
   float step(int64_t step, StepMeasure* m);
   double lr_at(int64_t step) const;
   const StrategySpec& strategy() const;
+  // The named-tensor policy in force (keeps_all() when none).
+  const NamePolicy& policy() const;
 
  private:
   struct Impl;
