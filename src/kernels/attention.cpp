@@ -1,0 +1,341 @@
+// Naive causal attention: materialises the (T, T) scores per (b, h). See attention.h.
+#include "kernels/attention.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "kernels/philox.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+// GCC 12 false positive (PR 105593): _mm512_undefined_*() inside the intrinsics trips -Wuninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace remat::kernels {
+namespace {
+
+// Row-block size for the triangular GEMMs: block [i0, i0+kRB) of queries only multiplies keys
+// 0..i0+kRB-1, so about half of the T x T work is skipped.
+constexpr int64_t kRB = 128;
+
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+int64_t per_thread_floats(int64_t T) {
+  // dP/dS (T*T) + dropped probs (T*T) + keep bits ((T+63)/64 uint64 = 2 floats each).
+  return round16(2 * T * T + 2 * ((T + 63) / 64) + 2);
+}
+
+// Threads to run on: as many as OpenMP offers and the workspace can hold.
+int threads_for(std::span<float> workspace, int64_t per_thread) {
+  int64_t fit = per_thread > 0 ? int64_t(workspace.size()) / per_thread : 1;
+  REMAT_ASSERT(fit >= 1, "attention: workspace smaller than attention_workspace_floats(..., 1)");
+  REMAT_ASSERT(reinterpret_cast<uintptr_t>(workspace.data()) % 8 == 0, "attention: workspace must be 8-byte aligned");
+  return int(std::min<int64_t>(omp_get_max_threads(), fit));
+}
+
+// keep iff (bits >> 8) * 2^-24 >= p  <=>  (bits >> 8) >= ceil(p * 2^24)  (all values exact).
+uint32_t keep_threshold(float p) {
+  if (!(p > 0.f)) return 0;
+  double t = std::ceil(double(p) * 16777216.0);
+  return t >= 16777216.0 ? 16777216u : uint32_t(t);
+}
+
+#ifdef __AVX512F__
+// e^x, ~1 ulp on the normal range (Cephes expf polynomial); 0 for x < -87.3 (including -inf).
+inline __m512 exp512(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f);
+  __mmask16 ok = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.3762626647949f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500E-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507E-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073E-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894E-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459E-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201E-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_maskz_mov_ps(ok, _mm512_scalef_ps(y, n));
+}
+
+inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
+// Philox4x32-10 on 16 consecutive counters ctr..ctr+15 (ctr_hi = 0), returning the 4 output words
+// per counter. Bit-identical to philox4x32() in philox.h.
+inline void philox16(uint64_t ctr, uint64_t key, __m512i out[4]) {
+  alignas(64) uint32_t lo[16], hi[16];
+  for (int k = 0; k < 16; ++k) {
+    uint64_t c = ctr + uint64_t(k);
+    lo[k] = uint32_t(c);
+    hi[k] = uint32_t(c >> 32);
+  }
+  __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi);
+  __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
+  const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
+  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  for (int r = 0; r < 10; ++r) {
+    __m512i e0 = _mm512_mul_epu32(c0, m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
+    __m512i e1 = _mm512_mul_epu32(c2, m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1);
+    __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
+    __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
+    __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
+    __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
+    __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(int(k0)));
+    __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(int(k1)));
+    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+// Keep bits of the 64 elements 4*ctr .. 4*ctr+63.
+inline uint64_t keep64(uint64_t ctr, uint64_t seed, __m512i thr) {
+  __m512i w[4];
+  philox16(ctr, seed, w);
+  uint64_t bits = 0;
+  static constexpr uint64_t kSpread = 0x1111111111111111ull;
+  for (int j = 0; j < 4; ++j) {
+    __mmask16 m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(w[j], 8), thr);
+    bits |= _pdep_u64(uint64_t(m), kSpread << j);
+  }
+  return bits;
+}
+#endif
+
+// out = softmax(row[0..n)) in place (row already scaled); row[n..end) = 0.
+void softmax_row(float* row, int64_t n, int64_t end) {
+#ifdef __AVX512F__
+  __m512 vm = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < n; j += 16)
+    vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(vm, tail_mask(n - j), row + j));
+  __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vm));
+  __m512 vs = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 m = tail_mask(n - j);
+    __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), mx));
+    vs = _mm512_mask_add_ps(vs, m, vs, e);
+    _mm512_mask_storeu_ps(row + j, m, e);
+  }
+  __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(vs));
+  for (int64_t j = 0; j < n; j += 16) {
+    __mmask16 m = tail_mask(n - j);
+    _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv));
+  }
+#else
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+  float s = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = std::exp(row[j] - mx);
+    s += row[j];
+  }
+  float inv = 1.f / s;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+#endif
+  std::fill(row + n, row + end, 0.f);
+}
+
+[[maybe_unused]] inline bool bit(const uint64_t* w, int64_t j) { return (w[j >> 6] >> (j & 63)) & 1; }
+
+// dst[j] = keep_j ? src[j] * inv : 0 for j < n (keep bits as from dropout_keep_bits).
+void apply_keep(float* dst, const float* src, const uint64_t* bits, int64_t n, float inv) {
+#ifdef __AVX512F__
+  const __m512 vinv = _mm512_set1_ps(inv);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = __mmask16(bits[j >> 6] >> (j & 63)) & tail_mask(n - j);
+    _mm512_mask_storeu_ps(dst + j, tail_mask(n - j), _mm512_maskz_mul_ps(m, _mm512_maskz_loadu_ps(m, src + j), vinv));
+  }
+#else
+  for (int64_t j = 0; j < n; ++j) dst[j] = bit(bits, j) ? src[j] * inv : 0.f;
+#endif
+}
+
+}  // namespace
+
+void dropout_keep_bits(uint64_t* words, uint64_t seed, uint64_t start, int64_t n, float p) {
+  if (n <= 0) return;
+  const int64_t nw = (n + 63) / 64;
+#ifdef __AVX512F__
+  const __m512i thr = _mm512_set1_epi32(int(keep_threshold(p)));
+  const uint64_t ctr = start >> 2;
+  const unsigned shift = unsigned(start & 3);
+  uint64_t cur = keep64(ctr, seed, thr);
+  for (int64_t w = 0; w < nw; ++w) {
+    uint64_t v = cur >> shift;
+    // The next chunk is needed for the next word, or for this word's top `shift` bits.
+    const int64_t last = int64_t(shift) + std::min<int64_t>(n, 64 * (w + 1)) - 1;  // stream index
+    if (w + 1 < nw || last >= 64 * (w + 1)) {
+      uint64_t next = keep64(ctr + 16 * uint64_t(w + 1), seed, thr);
+      if (shift != 0) v |= next << (64 - shift);
+      cur = next;
+    }
+    words[w] = v;
+  }
+#else
+  for (int64_t w = 0; w < nw; ++w) {
+    uint64_t v = 0;
+    for (int64_t k = 0; k < 64 && w * 64 + k < n; ++k)
+      v |= uint64_t(dropout_keep(seed, start + uint64_t(w * 64 + k), p)) << k;
+    words[w] = v;
+  }
+#endif
+  if (n % 64) words[nw - 1] &= (uint64_t(1) << (n % 64)) - 1;
+}
+
+int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads) {
+  return std::max<int64_t>(threads, 1) * per_thread_floats(T);
+}
+
+void attention_forward(std::span<float> out, std::span<float> probs, std::span<const float> qkv,
+                       int64_t B, int64_t T, int64_t C, int64_t NH, float p, uint64_t seed,
+                       uint64_t offset, std::span<float> workspace) {
+  REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
+  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * 3 * C, "attention: qkv too small");
+  REMAT_ASSERT(int64_t(out.size()) >= B * T * C, "attention: out too small");
+  REMAT_ASSERT(int64_t(probs.size()) >= B * NH * T * T, "attention: probs too small");
+  REMAT_ASSERT(p >= 0.f && p < 1.f, "attention: dropout p must be in [0, 1)");
+  if (B * T == 0) return;
+  const int64_t HS = C / NH, C3 = 3 * C, per = per_thread_floats(T);
+  const float scale = 1.f / std::sqrt(float(HS));
+  const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
+  const int nthr = threads_for(workspace, per);
+
+  // dnnl_sgemm called inside an active OpenMP region runs single-threaded (checked with oneDNN 2.6:
+  // a 1024^3 sgemm issued by one thread of a 2-thread team takes the 1-thread time), so each (b, h)
+  // is computed by one thread with a fixed summation order.
+#pragma omp parallel for schedule(static) num_threads(nthr)
+  for (int64_t bh = 0; bh < B * NH; ++bh) {
+    const int64_t b = bh / NH, h = bh % NH;
+    float* ws = workspace.data() + per * omp_get_thread_num();
+    float* Pd = ws;  // dropped probs (T*T) when p > 0
+    uint64_t* bits = reinterpret_cast<uint64_t*>(ws + 2 * T * T);
+    const float* Q = qkv.data() + b * T * C3 + h * HS;
+    const float* K = Q + C;
+    const float* V = Q + 2 * C;
+    float* S = probs.data() + bh * T * T;
+    float* O = out.data() + b * T * C + h * HS;
+
+    // S = scale * Q K^T, lower-triangular row blocks only.
+    for (int64_t i0 = 0; i0 < T; i0 += kRB) {
+      const int64_t rows = std::min(kRB, T - i0), ncols = i0 + rows;
+      dnnl_sgemm('N', 'T', rows, ncols, HS, scale, Q + i0 * C3, C3, K, C3, 0.f, S + i0 * T, T);
+    }
+    for (int64_t i = 0; i < T; ++i) softmax_row(S + i * T, i + 1, T);
+
+    const float* A = S;
+    if (p > 0.f) {  // Pd = P * keep / (1-p); zero above the diagonal up to the row block's end.
+      for (int64_t i = 0; i < T; ++i) {
+        const float* pr = S + i * T;
+        float* dr = Pd + i * T;
+        dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i) * T), i + 1, p);
+        apply_keep(dr, pr, bits, i + 1, inv_keep);
+        std::fill(dr + i + 1, dr + std::min(T, (i / kRB + 1) * kRB), 0.f);
+      }
+      A = Pd;
+    }
+    // out = Pd V.
+    for (int64_t i0 = 0; i0 < T; i0 += kRB) {
+      const int64_t rows = std::min(kRB, T - i0), ncols = i0 + rows;
+      dnnl_sgemm('N', 'N', rows, HS, ncols, 1.f, A + i0 * T, T, V, C3, 0.f, O + i0 * C, C);
+    }
+  }
+}
+
+void attention_backward(std::span<float> dqkv, std::span<const float> dout, std::span<const float> qkv,
+                        std::span<const float> probs, int64_t B, int64_t T, int64_t C, int64_t NH,
+                        float p, uint64_t seed, uint64_t offset, std::span<float> workspace) {
+  REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
+  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * 3 * C, "attention: qkv too small");
+  REMAT_ASSERT(int64_t(dqkv.size()) >= B * T * 3 * C, "attention: dqkv too small");
+  REMAT_ASSERT(int64_t(dout.size()) >= B * T * C, "attention: dout too small");
+  REMAT_ASSERT(int64_t(probs.size()) >= B * NH * T * T, "attention: probs too small");
+  REMAT_ASSERT(p >= 0.f && p < 1.f, "attention: dropout p must be in [0, 1)");
+  if (B * T == 0) return;
+  const int64_t HS = C / NH, C3 = 3 * C, per = per_thread_floats(T);
+  const float scale = 1.f / std::sqrt(float(HS));
+  const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
+  const int nthr = threads_for(workspace, per);
+
+#pragma omp parallel for schedule(static) num_threads(nthr)
+  for (int64_t bh = 0; bh < B * NH; ++bh) {
+    const int64_t b = bh / NH, h = bh % NH;
+    float* ws = workspace.data() + per * omp_get_thread_num();
+    float* dS = ws;          // dPd, then dS in place (T*T)
+    float* Pd = ws + T * T;  // dropped probs (T*T) when p > 0
+    uint64_t* bits = reinterpret_cast<uint64_t*>(ws + 2 * T * T);
+    const float* Q = qkv.data() + b * T * C3 + h * HS;
+    const float* K = Q + C;
+    const float* V = Q + 2 * C;
+    const float* P = probs.data() + bh * T * T;
+    const float* dO = dout.data() + b * T * C + h * HS;
+    float* dQ = dqkv.data() + b * T * C3 + h * HS;
+    float* dK = dQ + C;
+    float* dV = dQ + 2 * C;
+
+    // Forward: out = Pd V with Pd = P * mask / (1-p).  =>  dPd = dOut V^T, dV += Pd^T dOut.
+    for (int64_t i0 = 0; i0 < T; i0 += kRB) {
+      const int64_t rows = std::min(kRB, T - i0), ncols = i0 + rows;
+      dnnl_sgemm('N', 'T', rows, ncols, HS, 1.f, dO + i0 * C, C, V, C3, 0.f, dS + i0 * T, T);
+    }
+    // Forward: P = softmax(S) row-wise  =>  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik),
+    // with dP = dPd * mask / (1-p); the 1/sqrt(HS) of S = scale * Q K^T is folded into dS.
+    for (int64_t i = 0; i < T; ++i) {
+      const float* pr = P + i * T;
+      float* sr = dS + i * T;
+      const int64_t n = i + 1, end = std::min(T, (i / kRB + 1) * kRB);
+      if (p > 0.f) {
+        float* dr = Pd + i * T;
+        dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i) * T), n, p);
+        apply_keep(dr, pr, bits, n, inv_keep);
+        apply_keep(sr, sr, bits, n, inv_keep);
+        std::fill(dr + n, dr + end, 0.f);
+      }
+      float d = 0.f;
+#ifdef __AVX512F__
+      __m512 vd = _mm512_setzero_ps();
+      for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 m = tail_mask(n - j);
+        vd = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, pr + j), _mm512_maskz_loadu_ps(m, sr + j), vd);
+      }
+      d = _mm512_reduce_add_ps(vd);
+      const __m512 vdd = _mm512_set1_ps(d), vsc = _mm512_set1_ps(scale);
+      for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 m = tail_mask(n - j);
+        __m512 ds = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + j), vsc),
+                                  _mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr + j), vdd));
+        _mm512_mask_storeu_ps(sr + j, m, ds);
+      }
+#else
+      for (int64_t j = 0; j < n; ++j) d += pr[j] * sr[j];
+      for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * scale * (sr[j] - d);
+#endif
+      std::fill(sr + n, sr + end, 0.f);
+    }
+    const float* A = p > 0.f ? Pd : P;
+    for (int64_t j0 = 0; j0 < T; j0 += kRB) {
+      const int64_t cols = std::min(kRB, T - j0);
+      // dV[j] += sum_{i >= j} Pd[i][j] dO[i]
+      dnnl_sgemm('T', 'N', cols, HS, T - j0, 1.f, A + j0 * T + j0, T, dO + j0 * C, C, 1.f, dV + j0 * C3, C3);
+      // Forward: S = scale * Q K^T  =>  dK += dS^T Q (scale already in dS)
+      dnnl_sgemm('T', 'N', cols, HS, T - j0, 1.f, dS + j0 * T + j0, T, Q + j0 * C3, C3, 1.f, dK + j0 * C3, C3);
+    }
+    // dQ += dS K
+    for (int64_t i0 = 0; i0 < T; i0 += kRB) {
+      const int64_t rows = std::min(kRB, T - i0), ncols = i0 + rows;
+      dnnl_sgemm('N', 'N', rows, HS, ncols, 1.f, dS + i0 * T, T, K, C3, 1.f, dQ + i0 * C3, C3);
+    }
+  }
+}
+
+}  // namespace remat::kernels

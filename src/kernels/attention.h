@@ -1,0 +1,47 @@
+// Causal multi-head self-attention, naive ("materialised scores") version. This is the reference
+// for flash_attention.h and also the default fast path: per (b, h) it runs GEMMs (oneDNN sgemm) for
+// Q K^T and P V, only over the lower-triangular row blocks.
+//
+// Layout (GPT-2): qkv is (B, T, 3C) with q = qkv[b,t,0:C], k = qkv[b,t,C:2C], v = qkv[b,t,2C:3C];
+// head h owns channels h*HS..(h+1)*HS of each (HS = C/NH). out is (B, T, C), head h at channels
+// h*HS... Scores are scaled by 1/sqrt(HS); query t attends keys 0..t.
+//
+// Attention dropout: probability element (b,h,i,j) is kept iff
+//   dropout_keep(seed, offset + ((b*NH + h)*T + i)*T + j, p)
+// and kept values are scaled by 1/(1-p). The mask is a pure function of (seed, offset), so the
+// backward pass regenerates it instead of storing it; flash_attention uses the same index. p = 0
+// disables dropout.
+//
+// Kernels never allocate: scratch comes from `workspace`, which must hold at least
+// attention_workspace_floats(B, T, C, NH, threads) floats. The kernels run on
+// min(omp_get_max_threads(), threads-that-fit-in-workspace) OpenMP threads. Work is split over
+// (b, h) pairs and every output element is produced by one thread in a fixed order, so results are
+// bit-identical run to run (and do not depend on the thread count).
+#pragma once
+#include <cstdint>
+#include <span>
+
+namespace remat::kernels {
+
+// Floats of workspace that attention_forward / attention_backward need when run on `threads`
+// threads: 2*T*T (+ a few) per thread.
+int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads);
+
+// out   (B, T, C)      : overwritten with softmax(QK^T/sqrt(HS), causal) [dropout] V.
+// probs (B, NH, T, T)  : overwritten with the pre-dropout softmax; upper triangle (j > i) written as 0.
+void attention_forward(std::span<float> out, std::span<float> probs, std::span<const float> qkv,
+                       int64_t B, int64_t T, int64_t C, int64_t NH, float p, uint64_t seed,
+                       uint64_t offset, std::span<float> workspace);
+
+// Backward of attention_forward. ADDS (+=) the gradient w.r.t. qkv into dqkv (B, T, 3C); dout is
+// (B, T, C); probs is the forward's output. The dropout mask is regenerated from (seed, offset).
+void attention_backward(std::span<float> dqkv, std::span<const float> dout, std::span<const float> qkv,
+                        std::span<const float> probs, int64_t B, int64_t T, int64_t C, int64_t NH,
+                        float p, uint64_t seed, uint64_t offset, std::span<float> workspace);
+
+// Dropout keep mask as bits: bit k of words[k / 64] = dropout_keep(seed, start + k, p), k < n.
+// words must hold (n + 63) / 64 entries; bits past n in the last word are 0. Vectorised with
+// AVX-512 where available; shared by the naive and flash attention kernels.
+void dropout_keep_bits(uint64_t* words, uint64_t seed, uint64_t start, int64_t n, float p);
+
+}  // namespace remat::kernels

@@ -1,0 +1,599 @@
+// FlashAttention-2 style causal attention on CPU. See flash_attention.h.
+//
+// Tiles are held transposed: for query tile [i0, i0+Br) and key tile [j0, j0+Bc) the scores live in
+// ST[jj][ii] = s(i0+ii, j0+jj), so the vector lanes run over queries. The per-query online softmax
+// (max, sum) then reduces vertically across rows with no horizontal reductions, and no score tile
+// ever needs transposing: only Q^T (and dO^T) are packed, once per query tile.
+// All small matrix products go through one AVX-512 register-blocked micro-kernel (gemm_bc, 6 rows x
+// 64 columns of accumulators for HS = 64) that computes C = A B with A read at arbitrary (row, k)
+// strides, so A^T operands cost nothing. On diagonal tiles gemm_tri skips, per 16 rows, the part
+// that only multiplies masked zeros. The forward's online-softmax rescale of O is fused into the
+// P V micro-kernel.
+#include "kernels/flash_attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "kernels/attention.h"  // dropout_keep_bits
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+// GCC 12 false positive (PR 105593): _mm512_undefined_*() inside the intrinsics trips -Wuninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace remat::kernels {
+namespace {
+
+constexpr int64_t Br = kFlashBr, Bc = kFlashBc;
+static_assert(Br % 16 == 0, "query tile must be a multiple of the vector width");
+static_assert(Bc <= 64, "keep bits of one query row in a tile must fit one uint64");
+
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+// Per-thread workspace layout (floats, each part a multiple of 16):
+//   QT  [HS x Br]  scaled Q^T of the query tile
+//   XT  [HS x Br]  dO^T (backward) | O accumulator [Br x HS] (forward)
+//   ST  [Bc x Br]  scores -> P -> dropped P
+//   DT  [Bc x Br]  dPd -> dS (backward)
+//   m, l / lse, D, alpha [3 x Br]; keep bits [Br uint64]
+//   P0 [Bc x HS]   contiguous copy of V_j (forward) | K_j (backward)
+//   P1, P2 [Br x HS] contiguous copies of Q_i, dO_i (backward)
+// B operands of the micro-kernel are copied to contiguous tiles: read in place at the qkv row stride
+// (3C floats, often a multiple of 4 KiB) their rows alias in L1 and the kernel loses ~20%.
+struct Layout {
+  int64_t qt, xt, st, dt, v0, v1, v2, bits, p0, p1, p2, total;
+  explicit Layout(int64_t HS) {
+    qt = 0;
+    xt = qt + round16(HS * Br);
+    st = xt + round16(HS * Br);
+    dt = st + Bc * Br;
+    v0 = dt + Bc * Br;
+    v1 = v0 + Br;
+    v2 = v1 + Br;
+    bits = v2 + Br;
+    p0 = bits + 2 * Br;
+    p1 = p0 + round16(Bc * HS);
+    p2 = p1 + round16(Br * HS);
+    total = p2 + round16(Br * HS);
+  }
+};
+
+int threads_for(std::span<float> workspace, int64_t per_thread) {
+  int64_t fit = int64_t(workspace.size()) / per_thread;
+  REMAT_ASSERT(fit >= 1, "flash_attention: workspace smaller than flash_attention_workspace_floats(..., 1)");
+  REMAT_ASSERT(reinterpret_cast<uintptr_t>(workspace.data()) % 8 == 0, "flash_attention: workspace must be 8-byte aligned");
+  return int(std::min<int64_t>(omp_get_max_threads(), fit));
+}
+
+// Lanes ii of a query tile that may attend key row jj: i0 + ii >= j0 + jj  <=>  ii >= d0 + jj.
+inline int64_t first_valid(int64_t d0, int64_t jj) { return std::max<int64_t>(0, d0 + jj); }
+
+#ifdef __AVX512F__
+// e^x for x <= 88 (here always x <= ~0), ~1 ulp on the normal range (Cephes expf polynomial);
+// 0 for x < -87.3 (including -inf) so no denormals are produced. Like exp512 in attention.cpp,
+// without the input clamps.
+inline __m512 exp512(__m512 x) {
+  const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500E-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507E-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073E-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894E-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459E-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201E-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_maskz_mov_ps(ok, _mm512_scalef_ps(y, n));
+}
+
+inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
+// Lanes 16v..16v+15 valid for key row jj (see first_valid).
+inline __mmask16 valid_mask(int64_t d0, int64_t jj, int64_t v) {
+  int64_t t = d0 + jj - 16 * v;
+  return t <= 0 ? __mmask16(0xFFFF) : t >= 16 ? __mmask16(0) : __mmask16(0xFFFFu << t);
+}
+
+// Keep mask of lanes 16v.. for key row jj, from per-query keep bits (bit jj of bits[ii]).
+inline __mmask16 keep_mask(__m512i lo, __m512i hi, int64_t jj) {
+  const __m512i b = _mm512_set1_epi64(int64_t(uint64_t(1) << jj));
+  return __mmask16(_mm512_test_epi64_mask(lo, b) | (unsigned(_mm512_test_epi64_mask(hi, b)) << 8));
+}
+
+// Register-blocked micro-kernel: C[r][n] (+)= sum_k A[r*sa_r + k*sa_k] * B[k*ldb + n] for r < R,
+// n < 16*NV (last vector masked by `last`).
+// With ACC and rs != nullptr, C row r is first multiplied by rs[r].
+template <int R, int NV, bool ACC>
+inline void micro(int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B, int64_t ldb,
+                  float* C, int64_t ldc, __mmask16 last, const float* rs) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (ACC)
+        acc[r][v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, C + r * ldc + 16 * v) : _mm512_loadu_ps(C + r * ldc + 16 * v);
+      else
+        acc[r][v] = _mm512_setzero_ps();
+    }
+  if (ACC && rs) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 sc = _mm512_set1_ps(rs[r]);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_mul_ps(acc[r][v], sc);
+    }
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 b[NV];
+    const float* bk = B + k * ldb;
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) b[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v);
+    const float* ak = A + k * sa_k;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(ak[r * sa_r]);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      if (v == NV - 1)
+        _mm512_mask_storeu_ps(C + r * ldc + 16 * v, last, acc[r][v]);
+      else
+        _mm512_storeu_ps(C + r * ldc + 16 * v, acc[r][v]);
+    }
+}
+
+template <int NV>
+constexpr int rows_for() {
+  return NV <= 2 ? 8 : NV == 3 ? 7 : NV == 4 ? 6 : NV == 5 ? 4 : NV == 6 ? 4 : 3;
+}
+
+template <int NV, bool ACC, int R>
+inline void micro_rows(int rem, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B,
+                       int64_t ldb, float* C, int64_t ldc, __mmask16 last, const float* rs) {
+  if constexpr (R >= 1) {
+    if (rem == R)
+      micro<R, NV, ACC>(K, A, sa_r, sa_k, B, ldb, C, ldc, last, rs);
+    else
+      micro_rows<NV, ACC, R - 1>(rem, K, A, sa_r, sa_k, B, ldb, C, ldc, last, rs);
+  }
+}
+
+template <int NV, bool ACC>
+void gemm_nv(int64_t M, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B, int64_t ldb,
+             float* C, int64_t ldc, __mmask16 last, const float* rs) {
+  constexpr int R = rows_for<NV>();
+  int64_t r = 0;
+  for (; r + R <= M; r += R)
+    micro<R, NV, ACC>(K, A + r * sa_r, sa_r, sa_k, B, ldb, C + r * ldc, ldc, last, rs ? rs + r : nullptr);
+  if (r < M)
+    micro_rows<NV, ACC, R - 1>(int(M - r), K, A + r * sa_r, sa_r, sa_k, B, ldb, C + r * ldc, ldc, last,
+                               rs ? rs + r : nullptr);
+}
+
+// C[r][n] (+)= sum_k A[r*sa_r + k*sa_k] * B[k*ldb + n], r < M, n < N, k < K.
+// With ACC and rs != nullptr: C[r][n] = rs[r] * C[r][n] + sum_k ...
+template <bool ACC>
+void gemm_bc(int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B,
+             int64_t ldb, float* C, int64_t ldc, const float* rs = nullptr) {
+  for (int64_t n0 = 0; n0 < N; n0 += 128) {
+    const int64_t n = std::min<int64_t>(128, N - n0);
+    const int nv = int((n + 15) / 16);
+    const __mmask16 last = tail_mask(n - 16 * (nv - 1));
+    const float* b = B + n0;
+    float* c = C + n0;
+    switch (nv) {
+      case 1: gemm_nv<1, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
+      case 2: gemm_nv<2, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
+      case 3: gemm_nv<3, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
+      case 4: gemm_nv<4, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
+      case 5: gemm_nv<5, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
+      case 6: gemm_nv<6, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
+      case 7: gemm_nv<7, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
+      default: gemm_nv<8, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
+    }
+  }
+}
+#else
+template <bool ACC>
+void gemm_bc(int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B,
+             int64_t ldb, float* C, int64_t ldc, const float* rs = nullptr) {
+  for (int64_t r = 0; r < M; ++r) {
+    float* c = C + r * ldc;
+    if (!ACC) std::fill(c, c + N, 0.f);
+    if (ACC && rs)
+      for (int64_t n = 0; n < N; ++n) c[n] *= rs[r];
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = A[r * sa_r + k * sa_k];
+      const float* b = B + k * ldb;
+      for (int64_t n = 0; n < N; ++n) c[n] += a * b[n];
+    }
+  }
+}
+#endif
+
+// Causal structure of a diagonal tile, for skipping work that only multiplies masked zeros.
+// With d0 = j0 - i0, key row jj and query lane ii interact iff ii >= jj + d0.
+enum class Tri {
+  None,       // tile fully below the diagonal
+  LanesFrom,  // rows = keys jj, columns = queries: row jj needs columns >= jj + d0 (others left unwritten)
+  KFrom,      // rows = keys jj, k = queries: A(jj, ii) = 0 for ii < jj + d0
+  KTo,        // rows = queries ii, k = keys: A(ii, jj) = 0 for jj > ii - d0
+};
+
+// gemm_bc that skips, per group of 16 rows, the columns or k range that are all masked.
+// Skipped k terms are exact zeros, so results equal gemm_bc's (up to the sign of a zero).
+// rs: optional row scale as in gemm_bc (only for KTo / None).
+template <bool ACC>
+void gemm_tri(Tri tri, int64_t d0, int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k,
+              const float* B, int64_t ldb, float* C, int64_t ldc, const float* rs = nullptr) {
+  if (tri == Tri::None) return gemm_bc<ACC>(M, N, K, A, sa_r, sa_k, B, ldb, C, ldc, rs);
+  constexpr int64_t G = 16;
+  for (int64_t g0 = 0; g0 < M; g0 += G) {
+    const int64_t mg = std::min(G, M - g0);
+    const float* a = A + g0 * sa_r;
+    float* c = C + g0 * ldc;
+    if (tri == Tri::LanesFrom) {
+      const int64_t ls = std::clamp<int64_t>(g0 + d0, 0, N) / 16 * 16;
+      if (ls < N) gemm_bc<ACC>(mg, N - ls, K, a, sa_r, sa_k, B + ls, ldb, c + ls, ldc);
+    } else if (tri == Tri::KFrom) {
+      const int64_t kb = std::clamp<int64_t>(g0 + d0, 0, K);
+      if (kb < K || !ACC) gemm_bc<ACC>(mg, N, K - kb, a + kb * sa_k, sa_r, sa_k, B + kb * ldb, ldb, c, ldc);
+    } else {
+      const int64_t ke = std::clamp<int64_t>(g0 + mg - d0, 0, K);
+      if (ke > 0 || !ACC || rs) gemm_bc<ACC>(mg, N, ke, a, sa_r, sa_k, B, ldb, c, ldc, rs ? rs + g0 : nullptr);
+    }
+  }
+}
+
+inline bool keep_bit(const uint64_t* bits, int64_t ii, int64_t jj) { return (bits[ii] >> jj) & 1; }
+
+#ifdef __AVX512F__
+// In-register transpose of 16 rows of 16 floats: r[c] becomes column c.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3
+    __m512 *a = t + 4 * g, *o = r + 4 * g;
+    o[0] = _mm512_shuffle_ps(a[0], a[2], _MM_SHUFFLE(1, 0, 1, 0));
+    o[1] = _mm512_shuffle_ps(a[0], a[2], _MM_SHUFFLE(3, 2, 3, 2));
+    o[2] = _mm512_shuffle_ps(a[1], a[3], _MM_SHUFFLE(1, 0, 1, 0));
+    o[3] = _mm512_shuffle_ps(a[1], a[3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int h = 0; h < 2; ++h)  // rows 8h..8h+7
+    for (int c = 0; c < 4; ++c) {
+      t[8 * h + c] = _mm512_shuffle_f32x4(r[8 * h + c], r[8 * h + 4 + c], 0x88);
+      t[8 * h + 4 + c] = _mm512_shuffle_f32x4(r[8 * h + c], r[8 * h + 4 + c], 0xdd);
+    }
+  for (int c = 0; c < 8; ++c) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+  }
+}
+#endif
+
+// XT[d][ii] = mul * X[(i0+ii)*ld + d] for ii < ni, 0 for ni <= ii < Nq.
+void pack_t(float* XT, const float* X, int64_t ld, int64_t ni, int64_t Nq, int64_t HS, float mul) {
+#ifdef __AVX512F__
+  const __m512 vm = _mm512_set1_ps(mul);
+  for (int64_t i0 = 0; i0 < Nq; i0 += 16)
+    for (int64_t d0 = 0; d0 < HS; d0 += 16) {
+      const __mmask16 cm = tail_mask(HS - d0);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        r[i] = i0 + i < ni ? _mm512_maskz_loadu_ps(cm, X + (i0 + i) * ld + d0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t c = 0; c < std::min<int64_t>(16, HS - d0); ++c)
+        _mm512_storeu_ps(XT + (d0 + c) * Br + i0, _mm512_mul_ps(r[c], vm));
+    }
+#else
+  for (int64_t ii = 0; ii < ni; ++ii) {
+    const float* row = X + ii * ld;
+    for (int64_t d = 0; d < HS; ++d) XT[d * Br + ii] = row[d] * mul;
+  }
+  for (int64_t d = 0; d < HS; ++d) std::fill(XT + d * Br + ni, XT + d * Br + Nq, 0.f);
+#endif
+}
+
+// dst[r][d] = src[r*ld + d], r < n, d < HS.
+void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t HS) {
+#ifdef __AVX512F__
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t d = 0; d < HS; d += 16) {
+      const __mmask16 m = tail_mask(HS - d);
+      _mm512_mask_storeu_ps(dst + r * HS + d, m, _mm512_maskz_loadu_ps(m, src + r * ld + d));
+    }
+#else
+  for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * HS, src + r * ld, size_t(HS) * sizeof(float));
+#endif
+}
+
+// Keep bits for the tile: bit jj of bits[ii] = keep(i0+ii, j0+jj); 0 for ii >= ni.
+void tile_bits(uint64_t* bits, int64_t ni, int64_t Nq, int64_t nj, uint64_t row_base, int64_t T, int64_t i0,
+               int64_t j0, uint64_t seed, float p) {
+  for (int64_t ii = 0; ii < ni; ++ii)
+    dropout_keep_bits(bits + ii, seed, row_base + uint64_t((i0 + ii) * T + j0), nj, p);
+  std::fill(bits + ni, bits + Nq, uint64_t(0));
+}
+
+struct Dims {
+  int64_t B, T, C, NH, HS, C3;
+  float scale, p, inv_keep;
+  uint64_t seed, offset;
+};
+
+// One (b, h, query tile) of the forward.
+void forward_tile(const Dims& D, int64_t bh, int64_t i0, const float* qkv, float* out, float* lse, float* ws) {
+  const int64_t T = D.T, HS = D.HS, C3 = D.C3, C = D.C, b = bh / D.NH, h = bh % D.NH;
+  const Layout L(HS);
+  float* QT = ws + L.qt;
+  float* O = ws + L.xt;  // [Br x HS] accumulator
+  float* ST = ws + L.st;
+  float* m = ws + L.v0;
+  float* l = ws + L.v1;
+  float* alpha = ws + L.v2;
+  uint64_t* bits = reinterpret_cast<uint64_t*>(ws + L.bits);
+  float* Vp = ws + L.p0;
+  const float* Q = qkv + b * T * C3 + h * HS;
+  const float* K = Q + C;
+  const float* V = Q + 2 * C;
+  const int64_t ni = std::min(Br, T - i0), Nq = round16(ni), jend = i0 + ni;
+  const uint64_t row_base = D.offset + uint64_t(bh * T * T);
+
+  pack_t(QT, Q + i0 * C3, C3, ni, Nq, HS, D.scale);
+  std::fill(m, m + Nq, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + Nq, 0.f);
+  std::fill(O, O + ni * HS, 0.f);
+
+  for (int64_t j0 = 0; j0 < jend; j0 += Bc) {
+    const int64_t nj = std::min(Bc, jend - j0), d0 = j0 - i0;
+    const bool diag = d0 + nj - 1 > 0;  // some (key, query) pairs of the tile are masked
+    // ST = K_j (scale Q_i)^T : scaled scores, transposed.
+    gemm_tri<false>(diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, K + j0 * C3, C3, 1, QT, Br, ST, Br);
+    if (D.p > 0.f) tile_bits(bits, ni, Nq, nj, row_base, T, i0, j0, D.seed, D.p);
+#ifdef __AVX512F__
+    const __m512 vinv = _mm512_set1_ps(D.inv_keep);
+    for (int64_t v = 0; v < Nq / 16; ++v) {
+      const __m512 mold = _mm512_loadu_ps(m + 16 * v);
+      __m512 mx = mold;
+      for (int64_t jj = 0; jj < nj; ++jj)
+        mx = _mm512_mask_max_ps(mx, valid_mask(d0, jj, v), mx, _mm512_loadu_ps(ST + jj * Br + 16 * v));
+      const __m512 al = exp512(_mm512_sub_ps(mold, mx));
+      _mm512_storeu_ps(alpha + 16 * v, al);
+      _mm512_storeu_ps(m + 16 * v, mx);
+      __m512 sum = _mm512_setzero_ps();
+      __m512i blo = _mm512_setzero_si512(), bhi = blo;
+      if (D.p > 0.f) {
+        blo = _mm512_loadu_si512(bits + 16 * v);
+        bhi = _mm512_loadu_si512(bits + 16 * v + 8);
+      }
+      for (int64_t jj = 0; jj < nj; ++jj) {
+        float* s = ST + jj * Br + 16 * v;
+        __m512 e = _mm512_maskz_mov_ps(valid_mask(d0, jj, v), exp512(_mm512_sub_ps(_mm512_loadu_ps(s), mx)));
+        sum = _mm512_add_ps(sum, e);
+        if (D.p > 0.f) e = _mm512_maskz_mul_ps(keep_mask(blo, bhi, jj), e, vinv);
+        _mm512_storeu_ps(s, e);
+      }
+      _mm512_storeu_ps(l + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * v), al, sum));
+    }
+#else
+    for (int64_t ii = 0; ii < Nq; ++ii) {
+      float mx = m[ii];
+      for (int64_t jj = 0; jj < nj; ++jj)
+        if (ii >= first_valid(d0, jj)) mx = std::max(mx, ST[jj * Br + ii]);
+      alpha[ii] = std::exp(m[ii] - mx);
+      m[ii] = mx;
+      float sum = 0.f;
+      for (int64_t jj = 0; jj < nj; ++jj) {
+        float& s = ST[jj * Br + ii];
+        float e = ii >= first_valid(d0, jj) ? std::exp(s - mx) : 0.f;
+        sum += e;
+        if (D.p > 0.f) e = keep_bit(bits, ii, jj) ? e * D.inv_keep : 0.f;
+        s = e;
+      }
+      l[ii] = l[ii] * alpha[ii] + sum;
+    }
+#endif
+    // Online softmax: O_i = alpha * O_i + Pd_ij V_j (the rescale is fused into the micro-kernel).
+    pack_rows(Vp, V + j0 * C3, C3, nj, HS);
+    gemm_tri<true>(diag ? Tri::KTo : Tri::None, d0, ni, HS, nj, ST, 1, Br, Vp, HS, O, HS, alpha);
+  }
+  float* out_bh = out + b * T * C + h * HS;
+  float* lse_bh = lse + bh * T;
+  for (int64_t ii = 0; ii < ni; ++ii) {
+    const float inv = 1.f / l[ii];
+    const float* o = O + ii * HS;
+    float* dst = out_bh + (i0 + ii) * C;
+    for (int64_t d = 0; d < HS; ++d) dst[d] = o[d] * inv;
+    lse_bh[i0 + ii] = m[ii] + std::log(l[ii]);
+  }
+}
+
+// One (b, h) of the backward: query tiles outer, key tiles inner. This (b, h) owns its dQ, dK, dV.
+void backward_bh(const Dims& D, int64_t bh, const float* qkv, const float* out, const float* lse, const float* dout,
+                 float* dqkv, float* ws) {
+  const int64_t T = D.T, HS = D.HS, C3 = D.C3, C = D.C, b = bh / D.NH, h = bh % D.NH;
+  const Layout L(HS);
+  float* QT = ws + L.qt;
+  float* dOT = ws + L.xt;
+  float* ST = ws + L.st;
+  float* DT = ws + L.dt;
+  float* lse_t = ws + L.v0;
+  float* Di = ws + L.v1;
+  uint64_t* bits = reinterpret_cast<uint64_t*>(ws + L.bits);
+  float* Kp = ws + L.p0;
+  float* Qp = ws + L.p1;
+  float* dOp = ws + L.p2;
+  const float* Q = qkv + b * T * C3 + h * HS;
+  const float* K = Q + C;
+  const float* V = Q + 2 * C;
+  const float* O = out + b * T * C + h * HS;
+  const float* dO = dout + b * T * C + h * HS;
+  const float* lse_bh = lse + bh * T;
+  float* dQ = dqkv + b * T * C3 + h * HS;
+  float* dK = dQ + C;
+  float* dV = dQ + 2 * C;
+  const uint64_t row_base = D.offset + uint64_t(bh * T * T);
+
+  for (int64_t i0 = 0; i0 < T; i0 += Br) {
+    const int64_t ni = std::min(Br, T - i0), Nq = round16(ni), jend = i0 + ni;
+    pack_t(QT, Q + i0 * C3, C3, ni, Nq, HS, D.scale);
+    pack_t(dOT, dO + i0 * C, C, ni, Nq, HS, 1.f);
+    pack_rows(Qp, Q + i0 * C3, C3, ni, HS);
+    pack_rows(dOp, dO + i0 * C, C, ni, HS);
+    // D_i = rowsum(dO_i * O_i) = sum_j Pd_ij dPd_ij (the softmax-backward row term).
+    for (int64_t ii = 0; ii < Nq; ++ii) {
+      if (ii >= ni) {
+        lse_t[ii] = 0.f;
+        Di[ii] = 0.f;
+        continue;
+      }
+      lse_t[ii] = lse_bh[i0 + ii];
+      const float* o = O + (i0 + ii) * C;
+      const float* g = dO + (i0 + ii) * C;
+      float acc = 0.f;
+#ifdef __AVX512F__
+      __m512 va = _mm512_setzero_ps();
+      for (int64_t d = 0; d < HS; d += 16) {
+        const __mmask16 mk = tail_mask(HS - d);
+        va = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, o + d), _mm512_maskz_loadu_ps(mk, g + d), va);
+      }
+      acc = _mm512_reduce_add_ps(va);
+#else
+      for (int64_t d = 0; d < HS; ++d) acc += o[d] * g[d];
+#endif
+      Di[ii] = acc;
+    }
+    for (int64_t j0 = 0; j0 < jend; j0 += Bc) {
+      const int64_t nj = std::min(Bc, jend - j0), d0 = j0 - i0;
+      const bool diag = d0 + nj - 1 > 0;
+      // Recompute scaled scores S^T = K_j (scale Q_i)^T, and dPd^T = V_j dO_i^T
+      // (forward: out = Pd V  =>  dPd = dOut V^T).
+      gemm_tri<false>(diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, K + j0 * C3, C3, 1, QT, Br, ST, Br);
+      gemm_tri<false>(diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, V + j0 * C3, C3, 1, dOT, Br, DT, Br);
+      if (D.p > 0.f) tile_bits(bits, ni, Nq, nj, row_base, T, i0, j0, D.seed, D.p);
+      // P = exp(S - lse); Pd = P * mask/(1-p); dP = dPd * mask/(1-p);
+      // forward P = softmax(S)  =>  dS = P (dP - D_i); times scale for S = scale * Q K^T.
+#ifdef __AVX512F__
+      const __m512 vinv = _mm512_set1_ps(D.inv_keep), vsc = _mm512_set1_ps(D.scale);
+      for (int64_t v = 0; v < Nq / 16; ++v) {
+        const __m512 vl = _mm512_loadu_ps(lse_t + 16 * v), vd = _mm512_loadu_ps(Di + 16 * v);
+        __m512i blo = _mm512_setzero_si512(), bhi = blo;
+        if (D.p > 0.f) {
+          blo = _mm512_loadu_si512(bits + 16 * v);
+          bhi = _mm512_loadu_si512(bits + 16 * v + 8);
+        }
+        for (int64_t jj = 0; jj < nj; ++jj) {
+          float* s = ST + jj * Br + 16 * v;
+          float* dp = DT + jj * Br + 16 * v;
+          const __mmask16 vm = valid_mask(d0, jj, v);
+          const __m512 P = _mm512_maskz_mov_ps(vm, exp512(_mm512_sub_ps(_mm512_loadu_ps(s), vl)));
+          __m512 Pd = P, g = _mm512_loadu_ps(dp);
+          if (D.p > 0.f) {
+            const __mmask16 keep = keep_mask(blo, bhi, jj);
+            Pd = _mm512_maskz_mul_ps(keep, P, vinv);
+            g = _mm512_maskz_mul_ps(keep, g, vinv);
+          }
+          _mm512_storeu_ps(s, Pd);
+          _mm512_storeu_ps(dp, _mm512_maskz_mul_ps(vm, _mm512_mul_ps(P, vsc), _mm512_sub_ps(g, vd)));
+        }
+      }
+#else
+      for (int64_t jj = 0; jj < nj; ++jj) {
+        const int64_t fv = first_valid(d0, jj);
+        for (int64_t ii = 0; ii < Nq; ++ii) {
+          float& s = ST[jj * Br + ii];
+          float& dp = DT[jj * Br + ii];
+          const float P = ii >= fv ? std::exp(s - lse_t[ii]) : 0.f;
+          float Pd = P, g = dp;
+          if (D.p > 0.f) {
+            const bool keep = keep_bit(bits, ii, jj);
+            Pd = keep ? P * D.inv_keep : 0.f;
+            g = keep ? g * D.inv_keep : 0.f;
+          }
+          s = Pd;
+          dp = ii >= fv ? P * D.scale * (g - Di[ii]) : 0.f;
+        }
+      }
+#endif
+      // dV_j += Pd_ij^T dO_i
+      gemm_tri<true>(diag ? Tri::KFrom : Tri::None, d0, nj, HS, ni, ST, Br, 1, dOp, HS, dV + j0 * C3, C3);
+      // dK_j += dS_ij^T Q_i
+      gemm_tri<true>(diag ? Tri::KFrom : Tri::None, d0, nj, HS, ni, DT, Br, 1, Qp, HS, dK + j0 * C3, C3);
+      // dQ_i += dS_ij K_j
+      pack_rows(Kp, K + j0 * C3, C3, nj, HS);
+      gemm_tri<true>(diag ? Tri::KTo : Tri::None, d0, ni, HS, nj, DT, 1, Br, Kp, HS, dQ + i0 * C3, C3);
+    }
+  }
+}
+
+Dims make_dims(int64_t B, int64_t T, int64_t C, int64_t NH, float p, uint64_t seed, uint64_t offset) {
+  REMAT_ASSERT(NH > 0 && C % NH == 0, "flash_attention: C must be a multiple of NH");
+  REMAT_ASSERT(p >= 0.f && p < 1.f, "flash_attention: dropout p must be in [0, 1)");
+  const int64_t HS = C / NH;
+  return Dims{B, T, C, NH, HS, 3 * C, 1.f / std::sqrt(float(HS)), p, p > 0.f ? 1.f / (1.f - p) : 1.f, seed, offset};
+}
+
+}  // namespace
+
+int64_t flash_attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads) {
+  return std::max<int64_t>(threads, 1) * Layout(C / NH).total;
+}
+
+void flash_attention_forward(std::span<float> out, std::span<float> lse, std::span<const float> qkv, int64_t B,
+                             int64_t T, int64_t C, int64_t NH, float p, uint64_t seed, uint64_t offset,
+                             std::span<float> workspace) {
+  const Dims D = make_dims(B, T, C, NH, p, seed, offset);
+  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * 3 * C, "flash_attention: qkv too small");
+  REMAT_ASSERT(int64_t(out.size()) >= B * T * C, "flash_attention: out too small");
+  REMAT_ASSERT(int64_t(lse.size()) >= B * NH * T, "flash_attention: lse too small");
+  if (B * T == 0) return;
+  const int64_t per = Layout(D.HS).total, ntiles = (T + Br - 1) / Br, items = B * NH * ntiles;
+  const int nthr = threads_for(workspace, per);
+  // Items in decreasing cost (last query tiles first) for dynamic load balancing. Each item writes
+  // its own rows of out/lse, so the schedule does not affect the result.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t tile = ntiles - 1 - it / (B * NH), bh = it % (B * NH);
+    forward_tile(D, bh, tile * Br, qkv.data(), out.data(), lse.data(), workspace.data() + per * omp_get_thread_num());
+  }
+}
+
+void flash_attention_backward(std::span<float> dqkv, std::span<const float> dout, std::span<const float> qkv,
+                              std::span<const float> out, std::span<const float> lse, int64_t B, int64_t T,
+                              int64_t C, int64_t NH, float p, uint64_t seed, uint64_t offset,
+                              std::span<float> workspace) {
+  const Dims D = make_dims(B, T, C, NH, p, seed, offset);
+  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * 3 * C, "flash_attention: qkv too small");
+  REMAT_ASSERT(int64_t(dqkv.size()) >= B * T * 3 * C, "flash_attention: dqkv too small");
+  REMAT_ASSERT(int64_t(out.size()) >= B * T * C, "flash_attention: out too small");
+  REMAT_ASSERT(int64_t(dout.size()) >= B * T * C, "flash_attention: dout too small");
+  REMAT_ASSERT(int64_t(lse.size()) >= B * NH * T, "flash_attention: lse too small");
+  if (B * T == 0) return;
+  const int64_t per = Layout(D.HS).total;
+  const int nthr = threads_for(workspace, per);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
+  for (int64_t bh = 0; bh < B * NH; ++bh)
+    backward_bh(D, bh, qkv.data(), out.data(), lse.data(), dout.data(), dqkv.data(),
+                workspace.data() + per * omp_get_thread_num());
+}
+
+}  // namespace remat::kernels
