@@ -71,8 +71,18 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
     }
     bump_peaks_locked();
   }
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = cache_.find(rounded);
+    if (it != cache_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      cached_ -= rounded;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(64, rounded);
   if (!p) {
     release(nullptr, bytes, cat, name);
     throw Error("memory", "the system refused " + format_bytes(bytes) + " for '" + name + "'",
@@ -82,8 +92,16 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
 }
 
 void Allocator::release(void* p, size_t bytes, Category cat, const std::string& name) {
-  std::free(p);
   std::lock_guard<std::mutex> lk(mu_);
+  if (p) {
+    const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+    if (cached_ + rounded <= cache_limit_) {
+      cache_[rounded].push_back(p);
+      cached_ += rounded;
+    } else {
+      std::free(p);
+    }
+  }
   REMAT_ASSERT(active_[int(cat)] >= bytes, "allocator: release of more bytes than live in category");
   active_[int(cat)] -= bytes;
   total_ -= bytes;
@@ -119,6 +137,24 @@ size_t Allocator::active_total() const { std::lock_guard<std::mutex> lk(mu_); re
 size_t Allocator::peak_total() const { std::lock_guard<std::mutex> lk(mu_); return total_peak_; }
 size_t Allocator::active_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_; }
 size_t Allocator::peak_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_peak_; }
+size_t Allocator::cached() const { std::lock_guard<std::mutex> lk(mu_); return cached_; }
+
+void Allocator::release_cache() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [size, blocks] : cache_)
+    for (void* b : blocks) std::free(b);
+  cache_.clear();
+  cached_ = 0;
+}
+
+void Allocator::set_cache_limit(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cache_limit_ = bytes;
+  }
+  release_cache();
+}
+
 size_t Allocator::limit() const { std::lock_guard<std::mutex> lk(mu_); return limit_; }
 void Allocator::set_limit(size_t bytes) { std::lock_guard<std::mutex> lk(mu_); limit_ = bytes; }
 

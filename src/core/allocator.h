@@ -69,6 +69,14 @@ class Allocator {
   std::map<std::string, NameStats> by_name() const;
   // Human-readable table of the live bytes per category (used in limit errors and reports).
   std::string live_summary() const;
+  // Freed blocks are kept, by exact size, for reuse: a training step allocates the same sizes
+  // every time, and fresh pages cost a fault each (the OS zeroes them). Cached bytes are not live
+  // and count in no category; they are reported apart, as PyTorch's "reserved" memory.
+  size_t cached() const;
+  // Returns every cached block to the system.
+  void release_cache();
+  // Caps the cache (default 2 GiB); blocks freed beyond it go back to the system.
+  void set_cache_limit(size_t bytes);
 
  private:
   void bump_peaks_locked();
@@ -76,6 +84,8 @@ class Allocator {
   std::array<size_t, kNumCategories> active_{}, peak_{};
   size_t total_ = 0, total_peak_ = 0, act_ = 0, act_peak_ = 0, limit_ = 0;
   std::map<std::string, NameStats> names_;
+  std::map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  size_t cached_ = 0, cache_limit_ = size_t(2) << 30;
 };
 
 // Formats a byte count as "12.3 MiB".

@@ -195,9 +195,11 @@ MemoryPrediction simulate_memory(const GPTConfig& cfg, int64_t B, int64_t T, con
   for (; pc < s.size() && s[pc].kind == Action::Kind::Forward && !s[pc].recompute; ++pc) step(s[pc]);
   live[kSaved] += head;  // the head saves x_L, ln_f's outputs, the logits and the loss's lse
   bump();
+  const size_t forward_end = live[0] + live[1] + live[2];
   live[kSaved] -= head;  // its backward runs before the chain's
   for (; pc < s.size(); ++pc) step(s[pc]);
   MemoryPrediction m;
+  m.forward_end = forward_end;
   m.peak_activation = peak_total;
   m.peak_saved = peak[kSaved];
   m.peak_checkpoint = peak[kCkpt];

@@ -41,6 +41,7 @@ size_t total_bytes(const std::vector<TensorSpec>& t);
 struct MemoryPrediction {
   size_t peak_activation = 0;  // max over the step of saved + checkpoint + recompute
   size_t peak_saved = 0, peak_checkpoint = 0, peak_recompute = 0;  // each category's own peak
+  size_t forward_end = 0;      // held when the forward (head included) ends
   size_t boundary_bytes = 0;   // |x|: one block boundary
   size_t block_bytes = 0;      // one block's internals (store-everything, input included)
 };

@@ -45,6 +45,8 @@ nlohmann::json report_json(const ReportInput& in) {
   j["segments"] = in.strategy.segments;
   j["peak_activation_bytes"] = in.measure.peak_activation;
   j["predicted_activation_bytes"] = mem.peak_activation;
+  j["forward_end_activation_bytes"] = in.measure.forward_end;
+  j["predicted_forward_end_bytes"] = mem.forward_end;
   j["peak_boundary_bytes"] = in.measure.peak_checkpoint;
   j["predicted_boundary_bytes"] = mem.peak_checkpoint;
   j["peak_recompute_bytes"] = in.measure.peak_recompute;
@@ -91,6 +93,8 @@ std::string memory_report(const ReportInput& in) {
   add("activation peak of one step      measured %10s MiB   predicted %10s MiB   %s\n",
       mib(in.measure.peak_activation).c_str(), mib(mem.peak_activation).c_str(),
       in.measure.peak_activation == mem.peak_activation ? "(equal to the byte)" : "(MISMATCH)");
+  add("  held at the end of the forward  measured %10s MiB   predicted %10s MiB\n",
+      mib(in.measure.forward_end).c_str(), mib(mem.forward_end).c_str());
   add("  boundaries (checkpoints)        measured %10s MiB   predicted %10s MiB\n",
       mib(in.measure.peak_checkpoint).c_str(), mib(mem.peak_checkpoint).c_str());
   add("  in-flight recompute             measured %10s MiB   predicted %10s MiB\n",

@@ -23,6 +23,7 @@ void StepMeasure::merge(const StepMeasure& o) {
   peak_checkpoint = std::max(peak_checkpoint, o.peak_checkpoint);
   peak_recompute = std::max(peak_recompute, o.peak_recompute);
   peak_total = std::max(peak_total, o.peak_total);
+  forward_end = std::max(forward_end, o.forward_end);
 }
 
 float forward_backward(GPT& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
@@ -77,6 +78,7 @@ float forward_backward(GPT& model, const MicroBatch& mb, double count, const Ste
     autograd::clear_recipes();
     loss_value = float(double(loss.data()[0]) * count / double(mb.B * mb.T));
     trace("forward   head (ln_f, lm_head, loss)");
+    m.forward_end = alloc.active_activation();
     Tensor dloss = Tensor::empty({1}, Category::ActivationGrad, "dloss");
     dloss.data()[0] = 1.0f;
     g.bind(loss, dloss);

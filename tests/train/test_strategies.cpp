@@ -100,6 +100,7 @@ TEST_P(Strategies, BitIdenticalCountedAndMeasuredExactly) {
       EXPECT_EQ(r.m.peak_checkpoint, p.peak_checkpoint) << what;
       EXPECT_EQ(r.m.peak_recompute, p.peak_recompute) << what;
       EXPECT_EQ(r.m.peak_saved, p.peak_saved) << what;
+      EXPECT_EQ(r.m.forward_end, p.forward_end) << what;
       // FLOPs: the counted equal the predicted.
       const planner::ComputePrediction cp = planner::predict_compute(cfg, 2, cfg.T, sch);
       EXPECT_NEAR(r.m.counters.recompute_flops, cp.recompute, 1e-6 * cp.recompute + 1) << what;
