@@ -11,6 +11,7 @@ PyTorch's are its saved_tensors_hooks count (torch_gpt2_ckpt.py), both per step.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -19,11 +20,24 @@ here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
 
 
+def remat_equivalent(a, policy):
+    """remat's strategy doing what the peer's policy does: PyTorch's `block` recomputes every block
+    (remat skips the last one's recompute unless --recompute-last), and its `sqrt` is
+    checkpoint_sequential with round(sqrt(L)) segments, the last one not checkpointed (remat's
+    uniform:K with its default tail skip)."""
+    if policy == "block":
+        return "block", ["--recompute-last"]
+    if policy == "sqrt":
+        return "uniform:%d" % max(1, round(math.sqrt(a.layers))), []
+    return policy, []
+
+
 def run_remat(a, strategy):
+    strategy, extra = remat_equivalent(a, strategy)
     cmd = [a.remat, "bench", "--json", "--layers", str(a.layers), "--channels", str(a.channels), "--heads",
            str(a.heads), "--seq", str(a.seq), "--batch", str(a.batch), "--vocab", str(a.vocab), "--steps",
            str(a.steps), "--warmup", str(a.warmup), "--threads", str(a.threads), "--dropout", str(a.dropout),
-           "--attention", a.attention, "--recompute", strategy]
+           "--attention", a.attention, "--recompute", strategy] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)[0]
 
@@ -78,7 +92,7 @@ def main():
           f"threads={a.threads}; remat attention {a.attention}, PyTorch attention {a.peer_attn}")
     print("MiB: activation bytes held at the end of the forward (what PyTorch's saved_tensors_hooks count);\n"
           "remat peak: remat's measured peak over the whole step (backward recompute included)")
-    print(f"{'strategy':10s} {'remat MiB':>10s} {'torch MiB':>10s} {'act ratio':>9s} {'remat peak':>10s} "
+    print(f"{'strategy (remat equiv.)':24s} {'remat MiB':>10s} {'torch MiB':>10s} {'act ratio':>9s} {'remat peak':>10s} "
           f"{'remat ms':>9s} {'torch ms':>9s} {'time ratio':>10s} {'speedup':>8s}")
     rows = []
     for s in a.strategies:
@@ -88,7 +102,8 @@ def main():
         rp = r["peak_activation_bytes"] / 2**20
         rt, pt = r["step_ms_median"], p["step_time_med_s"] * 1e3
         rows.append(dict(strategy=s, remat=r, torch=p, act_ratio=rm / pm, time_ratio=rt / pt))
-        print(f"{s:10s} {rm:10.1f} {pm:10.1f} {rm / pm:9.3f} {rp:10.1f} {rt:9.1f} {pt:9.1f} {rt / pt:10.3f} "
+        label = s if s == "none" else f"{s}={r['strategy']}{'+last' if r.get('recompute_last') else ''}"
+        print(f"{label:24s} {rm:10.1f} {pm:10.1f} {rm / pm:9.3f} {rp:10.1f} {rt:9.1f} {pt:9.1f} {rt / pt:10.3f} "
               f"{pt / rt:7.2f}x", flush=True)
     if os.environ.get("COMPARE_JSON"):
         with open(os.environ["COMPARE_JSON"], "w") as f:

@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
-OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" ctest --test-dir build --output-on-failure -j 2 "$@"
+OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" ctest --test-dir build --output-on-failure "$@"

@@ -63,6 +63,16 @@ std::unordered_map<std::string, size_t> Tape::saved_by_name() const {
   return r;
 }
 
+std::unordered_map<std::string, size_t> Tape::saved_by_op() const {
+  std::unordered_map<std::string, size_t> r;
+  for (const auto& n : nodes_) {
+    std::unordered_set<uint64_t> seen;
+    for (const auto& s : n->saved)
+      if (s.tensor.defined() && seen.insert(s.tensor.id()).second) r[n->name] += s.tensor.bytes();
+  }
+  return r;
+}
+
 Recorder& recorder() {
   thread_local Recorder r;
   return r;

@@ -109,6 +109,8 @@ class Tape {
   size_t saved_bytes() const;
   // Distinct saved storages: tensor name -> bytes.
   std::unordered_map<std::string, size_t> saved_by_name() const;
+  // Bytes each node holds, by node name ("h.3.ln_1"); a storage two nodes share counts for both.
+  std::unordered_map<std::string, size_t> saved_by_op() const;
 
  private:
   std::vector<std::unique_ptr<Node>> nodes_;

@@ -68,7 +68,8 @@ void ChainExecutor::run_forward(const Action& a) {
   r.verify = nullptr;
   r.verify_pos = 0;
   if (a.keep == Keep::Boundary) {
-    if (in.category() == Category::Activation) in.retag(Category::Checkpoint);
+    // A boundary kept while replaying a segment is in-flight recompute, not a checkpoint.
+    if (in.category() == Category::Activation) in.retag(a.recompute ? Category::Recompute : Category::Checkpoint);
     boundary_[i] = in;
   }
   if (a.keep == Keep::Internals) {

@@ -8,6 +8,13 @@
 namespace remat {
 
 std::string StrategySpec::label() const {
+  std::string l = base_label();
+  bool multi = false;
+  for (int n : segments) multi = multi || n > 1;
+  return replay_internals && multi ? l + " (replay internals)" : l;
+}
+
+std::string StrategySpec::base_label() const {
   if (name == "uniform") return "uniform:" + std::to_string(segments.size());
   if (name == "segments") {
     std::string s = "segments:";
@@ -39,9 +46,10 @@ int parse_positive(const std::string& s, const std::string& what) {
 }
 }  // namespace
 
-StrategySpec parse_strategy(const std::string& text, int L, bool recompute_last) {
+StrategySpec parse_strategy(const std::string& text, int L, bool recompute_last, bool replay_internals) {
   StrategySpec s;
   s.recompute_last = recompute_last;
+  s.replay_internals = replay_internals;
   const std::string hint = "choose none, all, block, sqrt, uniform:K or segments:a,b,... (lengths summing to L)";
   if (L <= 0) throw Error("recompute", "the chain has no blocks (L=" + std::to_string(L) + ")", "use --layers 1 or more");
   if (text == "none" || text == "all") {
@@ -131,10 +139,25 @@ Schedule make_schedule(const StrategySpec& s, int L) {
   for (int k = nseg - 1; k >= 0; --k) {
     const bool tail = skip_tail && k == nseg - 1;
     const int b = start[k], e = start[k] + s.segments[k];
-    if (!tail)
+    if (tail) {
+      for (int i = e - 1; i >= b; --i) bwd(i);
+    } else if (s.replay_internals) {
       for (int i = b; i < e; ++i) fwd(i, Keep::Internals, true);
-    for (int i = e - 1; i >= b; --i) bwd(i);
-    if (!tail) free_ck(b);
+      for (int i = e - 1; i >= b; --i) bwd(i);
+      free_ck(b);
+    } else {
+      // Replay the segment keeping only the inputs of its blocks, then each block with its
+      // internals right before its backward.
+      for (int i = b; i < e - 1; ++i) fwd(i, i == b ? Keep::Nothing : Keep::Boundary, true);
+      fwd(e - 1, Keep::Internals, true);
+      bwd(e - 1);
+      for (int i = e - 2; i >= b; --i) {
+        fwd(i, Keep::Internals, true);
+        bwd(i);
+        free_ck(i);
+      }
+      if (e - 1 == b) free_ck(b);
+    }
   }
   return out;
 }

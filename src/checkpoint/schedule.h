@@ -27,12 +27,19 @@ struct StrategySpec {
   std::string name;           // "none", "all", "block", "sqrt", "uniform", "segments"
   std::vector<int> segments;  // segment lengths (sum L); empty for none/all
   bool recompute_last = false;
-  std::string label() const;  // "uniform:3", "segments:3,4,5", ...
+  // How a checkpointed segment of n > 1 blocks is replayed before its backward:
+  //  - false (default): keep only the block inputs, then replay each block with its internals just
+  //    before its backward. Peak K|x| + max_k L_k|x| + one block's internals; 2n-1 block replays.
+  //  - true: keep every block's internals during the one replay (Chen et al.'s +33%): n replays,
+  //    but up to L_k blocks' internals in flight.
+  bool replay_internals = false;
+  std::string label() const;       // "uniform:3", "segments:3,4,5 (replay internals)", ...
+  std::string base_label() const;  // a valid --recompute value: "uniform:3", "segments:3,4,5" 
 };
 
 // Parses --recompute (none | all | block | sqrt | uniform:K | segments:a,b,...) for a chain of L
 // blocks. Throws remat::Error with a hint on anything malformed.
-StrategySpec parse_strategy(const std::string& text, int L, bool recompute_last);
+StrategySpec parse_strategy(const std::string& text, int L, bool recompute_last, bool replay_internals = false);
 
 // Near-equal partition of L into K segments (longer ones first).
 std::vector<int> uniform_segments(int L, int K);

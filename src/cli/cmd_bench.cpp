@@ -23,6 +23,7 @@ struct BenchFlags {
   ModelFlags model;
   std::vector<std::string> strategies{"none", "all", "block", "sqrt"};
   bool recompute_last = false;
+  std::string segment_replay = "boundaries";
   int64_t batch = 8, micro_batch = 0, steps = 5, warmup = 2;
   uint64_t seed = 1;
   std::string data;
@@ -81,6 +82,8 @@ void add_bench(CLI::App& root) {
                                                "gelu, norms) and flash+ / naive+ (e.g. selective flash+block)")
       ->capture_default_str();
   app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
+  app->add_option("--segment-replay", f.segment_replay, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")
+      ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
   app->add_option("--batch", f.batch, "B: sequences per step")->capture_default_str();
   app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default B)");
   app->add_option("--steps", f.steps, "Timed steps per strategy (median reported)")->capture_default_str();
@@ -127,6 +130,7 @@ void add_bench(CLI::App& root) {
       if (f.data.empty()) o.random_tokens = std::max<int64_t>(1 << 20, 40 * f.batch * (T + 1));
       o.recompute = row.strategy;
       o.recompute_last = f.recompute_last;
+      o.replay_internals = f.segment_replay == "internals";
       o.eval_every = 0;
       o.sample_tokens = 0;
       o.progress = false;

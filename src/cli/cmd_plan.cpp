@@ -17,6 +17,7 @@ struct PlanFlags {
   std::string budget;
   std::vector<std::string> strategies;
   std::string policy = "none";
+  std::string segment_replay = "boundaries";
   bool json = false;
 };
 }  // namespace
@@ -32,6 +33,9 @@ void add_plan(CLI::App& root) {
   app->add_option("--recompute", f.strategies, "Price these strategies instead of the frontier");
   app->add_option("--policy", f.policy, "Selective recomputation inside stored blocks: none | selective | gelu | norms")
       ->capture_default_str();
+  app->add_option("--segment-replay", f.segment_replay, "With --recompute: how segments are replayed, boundaries "
+                                                       "(least memory) or internals (least compute)")
+      ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
   app->add_flag("--json", f.json, "JSON output");
   app->callback([flags]() {
     PlanFlags& f = *flags;
@@ -47,7 +51,7 @@ void add_plan(CLI::App& root) {
       plans.push_back(planner::best_plan(cfg, f.batch, T, parse_bytes(f.budget, "--budget"), pol));
     } else if (!f.strategies.empty()) {
       for (auto& s : f.strategies) {
-        StrategySpec spec = parse_strategy(s, L, false);
+        StrategySpec spec = parse_strategy(s, L, false, f.segment_replay == "internals");
         Schedule sch = make_schedule(spec, L);
         plans.push_back({spec, planner::simulate_memory(cfg, f.batch, T, sch, pol), planner::predict_compute(cfg, f.batch, T, sch, pol)});
       }
@@ -75,7 +79,8 @@ void add_plan(CLI::App& root) {
     }
     if (f.json) std::printf("%s\n", rows.dump(2).c_str());
     else if (!f.budget.empty())
-      std::printf("use: remat train --recompute %s%s\n", plans[0].spec.label().c_str(),
+      std::printf("use: remat train --recompute %s%s%s\n", plans[0].spec.base_label().c_str(),
+                  plans[0].spec.replay_internals ? " --segment-replay internals" : "",
                   pol ? (" --policy " + f.policy).c_str() : "");
   });
 }

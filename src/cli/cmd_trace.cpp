@@ -14,6 +14,7 @@ struct TraceFlags {
   ModelFlags model;
   std::string recompute = "block";
   bool recompute_last = false;
+  std::string segment_replay = "boundaries";
   int64_t batch = 1;
 };
 }  // namespace
@@ -27,6 +28,8 @@ void add_trace(CLI::App& root) {
   app->add_option("--recompute", f.recompute, "Strategy: none | all | block | sqrt | uniform:K | segments:a,b,...")
       ->capture_default_str();
   app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
+  app->add_option("--segment-replay", f.segment_replay, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")
+      ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
   app->add_option("--batch", f.batch, "Sequences in the traced step")->capture_default_str();
   app->callback([flags]() {
     TraceFlags& f = *flags;
@@ -35,7 +38,7 @@ void add_trace(CLI::App& root) {
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 1");
     check_sizes(cfg, f.batch, T, 8.0);
-    StrategySpec spec = parse_strategy(f.recompute, int(cfg.L), f.recompute_last);
+    StrategySpec spec = parse_strategy(f.recompute, int(cfg.L), f.recompute_last, f.segment_replay == "internals");
     GPT model(cfg);
     std::vector<int32_t> in(size_t(f.batch * T)), tg(in.size());
     std::mt19937 gen(1);

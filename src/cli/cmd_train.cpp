@@ -48,6 +48,9 @@ void add_train(CLI::App& root) {
   app->add_option("--recompute", f.o.recompute, "Checkpoint strategy: none | all | block | sqrt | uniform:K | "
                                                 "segments:a,b,...")->capture_default_str();
   app->add_flag("--recompute-last", f.o.recompute_last, "Also recompute the last segment (the textbook count)");
+  app->add_option_function<std::string>("--segment-replay", [&f](const std::string& v) {
+    f.o.replay_internals = v == "internals";
+  }, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")->check(CLI::IsMember({"boundaries", "internals"}));
   app->add_option("--policy", f.o.policy, "Selective recomputation inside stored blocks: none | selective (drop the "
                                           "attention scores) | gelu | norms")->capture_default_str();
   app->add_option("--save-only", f.o.save_only, "Keep only these named block tensors (comma-separated, e.g. "

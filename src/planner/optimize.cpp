@@ -24,6 +24,8 @@ std::vector<Plan> candidates(const GPTConfig& cfg, int64_t B, int64_t T, const a
       s.segments = uniform_segments(L - tail, k);
       s.segments.push_back(tail);
       out.push_back(price(cfg, B, T, s, pol));
+      s.replay_internals = true;  // the other replay: more memory, less recompute
+      if (k < L - tail) out.push_back(price(cfg, B, T, s, pol));
     }
   return out;
 }

@@ -162,18 +162,21 @@ MemoryPrediction simulate_memory(const GPTConfig& cfg, int64_t B, int64_t T, con
     for (int c = 0; c < 3; ++c) peak[c] = std::max(peak[c], live[c] + (c == kRecomp ? transient_recompute : 0));
     peak_total = std::max(peak_total, live[0] + live[1] + live[2] + transient_recompute);
   };
-  std::vector<bool> boundary(L, false);
+  std::vector<int> boundary(L, -1);  // category of the kept input x_i, -1 when none
   struct Held { bool input = false; int cat = kSaved; bool live = false; };
   std::vector<Held> internals(L);
   auto step = [&](const Action& a) {
     const int i = a.block;
     if (a.kind == Action::Kind::Forward) {
-      if (a.keep == Keep::Boundary && !boundary[i]) { boundary[i] = true; live[kCkpt] += x; }
+      if (a.keep == Keep::Boundary && boundary[i] < 0) {
+        boundary[i] = a.recompute ? kRecomp : kCkpt;
+        live[boundary[i]] += x;
+      }
       if (a.keep == Keep::Internals) {
-        // The block saves its input too, unless that input is already held as a checkpoint.
+        // The block saves its input too, unless that input is already held as a boundary.
         const int cat = a.recompute ? kRecomp : kSaved;
-        internals[i] = {!boundary[i], cat, true};
-        live[cat] += boundary[i] ? bp[i].kept - x : bp[i].kept;
+        internals[i] = {boundary[i] < 0, cat, true};
+        live[cat] += boundary[i] >= 0 ? bp[i].kept - x : bp[i].kept;
       }
       bump();
     } else if (a.kind == Action::Kind::Backward) {
@@ -186,8 +189,8 @@ MemoryPrediction simulate_memory(const GPTConfig& cfg, int64_t B, int64_t T, con
       h = {};
       bump();
     } else {
-      boundary[i] = false;
-      live[kCkpt] -= x;
+      live[boundary[i]] -= x;
+      boundary[i] = -1;
       bump();
     }
   };

@@ -68,7 +68,7 @@ Trainer::Trainer(const TrainOptions& o) {
   if (!(o.lr > 0)) throw Error("train", "--lr must be positive", "e.g. --lr 1e-3");
   std::string strategy_text;
   NamePolicy policy = policy_from(o, &strategy_text);
-  StrategySpec spec = parse_strategy(strategy_text, int(o.model.L), o.recompute_last);
+  StrategySpec spec = parse_strategy(strategy_text, int(o.model.L), o.recompute_last, o.replay_internals);
   Allocator::global().set_limit(o.memory_limit);
 
   impl_ = std::make_unique<Impl>(o);

@@ -38,6 +38,7 @@ struct TrainOptions {
   std::string policy = "none";     // none | selective | gelu | norms
   std::string save_only, save_all_but;  // comma-separated tensor names (JAX-style named policies)
   bool recompute_last = false;
+  bool replay_internals = false;  // --segment-replay internals
   bool check_determinism = false, break_replay = false;
   size_t memory_limit = 0;
   bool progress = true;

@@ -292,8 +292,11 @@ TEST(CliCommands, BenchTable) {
 TEST(CliCommands, PlanUnderABudget) {
   const RunResult r = ok({"plan", "--preset", "small", "--budget", "300MiB"});
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("\\nuse: remat train --recompute (\\S+)\\n"))) << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex("\\nuse: remat train --recompute (\\S+)( --segment-replay (\\S+))?\\n")))
+      << r.out;
   const std::string strategy = m[1];
+  const std::string replay = m[3].matched ? m[3].str() : "boundaries";
   // The table row of that plan comes right before the `use:` line.
   const auto lines = split_lines(r.out);
   ASSERT_GE(lines.size(), 2u);
@@ -302,9 +305,10 @@ TEST(CliCommands, PlanUnderABudget) {
   EXPECT_TRUE(std::regex_search(row, std::regex(" [0-9.]+ MiB +[0-9.]+x "))) << row;
 
   const size_t budget = size_t(300) << 20;
-  const json chosen = json::parse(ok({"plan", "--preset", "small", "--recompute", strategy, "--json"}).out);
+  const json chosen =
+      json::parse(ok({"plan", "--preset", "small", "--recompute", strategy, "--segment-replay", replay, "--json"}).out);
   ASSERT_EQ(chosen.size(), 1u);
-  EXPECT_EQ(chosen[0].at("strategy"), strategy);
+  EXPECT_EQ(chosen[0].at("strategy").get<std::string>().rfind(strategy, 0), 0u) << chosen[0].at("strategy");
   EXPECT_LE(chosen[0].at("predicted_activation_bytes").get<size_t>(), budget);
   EXPECT_GT(chosen[0].at("overhead_predicted").get<double>(), 1.0);
   // The budget binds: storing everything would not fit, recomputing everything costs more.

@@ -40,10 +40,11 @@ StepOptions none_opts(int L) {
 
 }  // namespace
 
-class GPTGradcheck : public ::testing::TestWithParam<float> {};
+class GPTGradcheck : public ::testing::TestWithParam<std::tuple<float, bool>> {};
 
 TEST_P(GPTGradcheck, FiniteDifferencesMatchBackwardForEveryParameter) {
-  const GPTConfig cfg = small_cfg(GetParam());
+  GPTConfig cfg = small_cfg(std::get<0>(GetParam()));
+  if (std::get<1>(GetParam())) cfg.attention = autograd::AttentionKind::Flash;
   GPT model(cfg);
   model.init(3);
   const int64_t B = 2, T = cfg.T;
@@ -81,7 +82,8 @@ TEST_P(GPTGradcheck, FiniteDifferencesMatchBackwardForEveryParameter) {
   EXPECT_EQ(checked, int(4 * model.params().size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Dropout, GPTGradcheck, ::testing::Values(0.0f, 0.1f));
+INSTANTIATE_TEST_SUITE_P(DropoutAndFlash, GPTGradcheck, ::testing::Combine(::testing::Values(0.0f, 0.1f),
+                                                                          ::testing::Bool()));
 
 TEST(GPT, SameSeedSameLossesBitForBit) {
   auto losses = [] {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -29,7 +30,7 @@ GPTConfig tiny(int L, float dropout, autograd::AttentionKind att = autograd::Att
 }
 
 Grads run(const GPTConfig& cfg, const std::string& strategy, bool recompute_last, int micro_steps = 1,
-          const NamePolicy* policy = nullptr) {
+          const NamePolicy* policy = nullptr, bool replay_internals = false) {
   GPT model(cfg);
   model.init(7);
   const int64_t B = 2, T = cfg.T;
@@ -38,7 +39,7 @@ Grads run(const GPTConfig& cfg, const std::string& strategy, bool recompute_last
   for (auto& t : in) t = int32_t(gen() % cfg.V);
   for (auto& t : tg) t = int32_t(gen() % cfg.V);
   StepOptions so;
-  so.schedule = make_schedule(parse_strategy(strategy, int(cfg.L), recompute_last), int(cfg.L));
+  so.schedule = make_schedule(parse_strategy(strategy, int(cfg.L), recompute_last, replay_internals), int(cfg.L));
   so.policy = policy;
   Grads r;
   model.zero_grad();
@@ -78,35 +79,63 @@ TEST_P(Strategies, BitIdenticalCountedAndMeasuredExactly) {
   const GPTConfig cfg = tiny(L, dropout);
   const Grads ref = run(cfg, "none", false);
   EXPECT_TRUE(std::isfinite(ref.loss));
+  const size_t x = size_t(2 * cfg.T * cfg.C) * 4;  // |x|
+  size_t block = 0, head = 0;
+  for (auto& t : planner::block_table(cfg, 2, cfg.T, 0)) block += t.bytes;
+  for (auto& t : planner::head_table(cfg, 2, cfg.T)) head += t.bytes;
   for (const char* s0 : kStrategies) {
     const std::string s = resolve(s0, L);
-    for (bool last : {false, true}) {
-      const std::string what = s + (last ? " --recompute-last" : "") + " L=" + std::to_string(L);
-      const Grads r = run(cfg, s, last);
-      expect_bit_identical(ref, r, what);
-      // Counts: as the schedule says, and as the closed forms say.
-      const Schedule sch = make_schedule(parse_strategy(s, L, last), L);
-      const ScheduleCounts c = count(sch);
-      EXPECT_EQ(r.m.counters.block_forwards, c.forwards) << what;
-      EXPECT_EQ(r.m.counters.block_recomputes, c.recomputes) << what;
-      EXPECT_EQ(r.m.counters.block_backwards, L) << what;
-      EXPECT_EQ(c.forwards, L) << what;
-      if (s == "none") EXPECT_EQ(c.recomputes, 0);
-      if (s == "block") EXPECT_EQ(c.recomputes, last ? L : L - 1) << what;  // every block twice
-      if (s == "all") EXPECT_EQ(c.recomputes, last ? L * (L + 1) / 2 : L * (L - 1) / 2) << what;
-      // Memory: the measured peak equals the simulation of the same schedule over the activation table.
-      const planner::MemoryPrediction p = planner::simulate_memory(cfg, 2, cfg.T, sch);
-      EXPECT_EQ(r.m.peak_activation, p.peak_activation) << what;
-      EXPECT_EQ(r.m.peak_checkpoint, p.peak_checkpoint) << what;
-      EXPECT_EQ(r.m.peak_recompute, p.peak_recompute) << what;
-      EXPECT_EQ(r.m.peak_saved, p.peak_saved) << what;
-      EXPECT_EQ(r.m.forward_end, p.forward_end) << what;
-      // FLOPs: the counted equal the predicted.
-      const planner::ComputePrediction cp = planner::predict_compute(cfg, 2, cfg.T, sch);
-      EXPECT_NEAR(r.m.counters.recompute_flops, cp.recompute, 1e-6 * cp.recompute + 1) << what;
-      EXPECT_NEAR(r.m.counters.fwd_flops, cp.fwd, 1e-6 * cp.fwd) << what;
-      EXPECT_NEAR(r.m.counters.bwd_flops, cp.bwd, 1e-6 * cp.bwd) << what;
-    }
+    for (bool last : {false, true})
+      for (bool internals : {false, true}) {
+        const std::string what = s + (last ? " --recompute-last" : "") + (internals ? " replay-internals" : "") +
+                                 " L=" + std::to_string(L);
+        const Grads r = run(cfg, s, last, 1, nullptr, internals);
+        expect_bit_identical(ref, r, what);
+        // Counts: as the schedule says, and as the closed forms say.
+        const StrategySpec spec = parse_strategy(s, L, last, internals);
+        const Schedule sch = make_schedule(spec, L);
+        const ScheduleCounts c = count(sch);
+        EXPECT_EQ(r.m.counters.block_forwards, c.forwards) << what;
+        EXPECT_EQ(r.m.counters.block_recomputes, c.recomputes) << what;
+        EXPECT_EQ(r.m.counters.block_backwards, L) << what;
+        EXPECT_EQ(c.forwards, L) << what;
+        if (s == "none") EXPECT_EQ(c.recomputes, 0);
+        if (s == "block") EXPECT_EQ(c.recomputes, last ? L : L - 1) << what;  // every block twice
+        if (s == "all") EXPECT_EQ(c.recomputes, last ? L * (L + 1) / 2 : L * (L - 1) / 2) << what;
+        if (!spec.segments.empty()) {
+          // A replayed segment of n blocks: n replays keeping internals, or 2n - 1 keeping inputs.
+          int want = 0;
+          const size_t K = spec.segments.size();
+          for (size_t k = 0; k + (last ? 0 : 1) < K; ++k) want += internals ? spec.segments[k] : 2 * spec.segments[k] - 1;
+          EXPECT_EQ(c.recomputes, want) << what;
+        }
+        // Memory: the measured peak equals the simulation of the same schedule over the table.
+        const planner::MemoryPrediction p = planner::simulate_memory(cfg, 2, cfg.T, sch);
+        EXPECT_EQ(r.m.peak_activation, p.peak_activation) << what;
+        EXPECT_EQ(r.m.peak_checkpoint, p.peak_checkpoint) << what;
+        EXPECT_EQ(r.m.peak_recompute, p.peak_recompute) << what;
+        EXPECT_EQ(r.m.peak_saved, p.peak_saved) << what;
+        EXPECT_EQ(r.m.forward_end, p.forward_end) << what;
+        // ... and the closed form, textbook count with inputs kept on replay: after the forward
+        // K|x| + head; replaying segment k (0-based) with L_k >= 2 blocks holds k + 1 checkpoints,
+        // L_k - 2 replayed inputs and one block's internals: within K|x| + max L_k|x| + internals.
+        if (last && !internals && !spec.segments.empty()) {
+          const size_t K = spec.segments.size();
+          size_t want = K * x + head, bound_max = 0;
+          for (size_t k = 0; k < K; ++k) {
+            const size_t n = size_t(spec.segments[k]);
+            want = std::max(want, n >= 2 ? (k + n - 1) * x + block : k * x + block);
+            bound_max = std::max(bound_max, n);
+          }
+          EXPECT_EQ(r.m.peak_activation, want) << what;
+          EXPECT_LE(r.m.peak_activation, std::max(K * x + bound_max * x + block, K * x + head)) << what;
+        }
+        // FLOPs: the counted equal the predicted.
+        const planner::ComputePrediction cp = planner::predict_compute(cfg, 2, cfg.T, sch);
+        EXPECT_NEAR(r.m.counters.recompute_flops, cp.recompute, 1e-6 * cp.recompute + 1) << what;
+        EXPECT_NEAR(r.m.counters.fwd_flops, cp.fwd, 1e-6 * cp.fwd) << what;
+        EXPECT_NEAR(r.m.counters.bwd_flops, cp.bwd, 1e-6 * cp.bwd) << what;
+      }
   }
 }
 

@@ -1,0 +1,72 @@
+// The tape: what each op saves, by op and by name, through the one save() call; identities that
+// do not retain storage; gradients accumulated in tape order and freed once consumed.
+#include <gtest/gtest.h>
+
+#include "autograd/ops.h"
+
+using namespace remat;
+namespace ag = remat::autograd;
+
+TEST(Tape, ReportsSavedBytesPerOpAndPerNameAndRetainsNothingElse) {
+  const int64_t N = 4, C = 8;
+  Tensor w = Tensor::zeros({C, 2 * C}, Category::Parameter, "w"), b = Tensor::zeros({2 * C}, Category::Parameter, "b");
+  Tensor g = Tensor::zeros({C}, Category::Parameter, "g"), bb = Tensor::zeros({C}, Category::Parameter, "bb");
+  g.fill(1.0f);
+  Tensor x = Tensor::zeros({N, C}, Category::Activation, "x");
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = float(i % 7) * 0.25f;
+  ag::Tape tape;
+  ag::Recorder r;
+  r.tape = &tape;
+  Allocator& a = Allocator::global();
+  const size_t saved0 = a.active(Category::SavedActivation);
+  Tensor y;
+  {
+    ag::RecordScope s(r);
+    Tensor h = ag::layernorm(x, g, bb, "ln");    // saves x, ln.mean, ln.rstd
+    Tensor d = ag::dropout(h, 0.5f, {1, 0}, "drop");  // saves nothing, keeps no reference to h
+    y = ag::linear(d, w, b, "fc");                  // saves drop (its input)
+  }
+  auto by_op = tape.saved_by_op();
+  EXPECT_EQ(by_op["ln"], size_t(N * C * 4 + 2 * N * 4));
+  EXPECT_EQ(by_op.count("drop"), 0u);
+  EXPECT_EQ(by_op["fc"], size_t(N * C * 4));
+  auto by_name = tape.saved_by_name();
+  EXPECT_EQ(by_name["x"], size_t(N * C * 4));
+  EXPECT_EQ(by_name["ln.mean"], size_t(N * 4));
+  EXPECT_EQ(by_name["drop"], size_t(N * C * 4));
+  EXPECT_EQ(by_name.count("ln"), 0u) << "the layernorm output is nobody's saved input here";
+  EXPECT_EQ(tape.saved_bytes(), size_t(2 * N * C * 4 + 2 * N * 4));
+  // The accountant agrees: exactly these bytes moved to SavedActivation; the layernorm output
+  // (consumed by dropout, which keeps only its identity) is already freed.
+  EXPECT_EQ(a.active(Category::SavedActivation) - saved0, tape.saved_bytes());
+  EXPECT_EQ(a.by_name()["ln"].active, 0u);
+
+  ag::GradTable gt;
+  Tensor dw = Tensor::zeros(w.shape(), Category::Gradient, "dw");
+  gt.bind(w, dw);
+  Tensor dy = Tensor::zeros(y.shape(), Category::ActivationGrad, "dy");
+  dy.fill(1.0f);
+  gt.bind(y, dy);
+  const uint64_t yid = y.id();
+  y = Tensor();
+  tape.backward(gt);
+  EXPECT_TRUE(tape.empty());
+  // What remains saved is x alone: the caller still holds it (its category stays as it was saved).
+  EXPECT_EQ(a.active(Category::SavedActivation), saved0 + x.bytes()) << "backward frees what the tape saved";
+  EXPECT_EQ(gt.find_id(yid), nullptr) << "a consumed gradient is dropped";
+  ASSERT_NE(gt.find(x), nullptr) << "the input's gradient is there for the caller";
+  float s = 0;
+  for (int64_t i = 0; i < dw.numel(); ++i) s += dw.data()[i];
+  EXPECT_NE(s, 0.0f) << "the weight got its gradient";
+}
+
+TEST(Tape, NotRecordingSavesNothing) {
+  Tensor x = Tensor::zeros({2, 4}, Category::Activation, "x");
+  const size_t saved0 = Allocator::global().active(Category::SavedActivation);
+  ag::Recorder r;  // no tape
+  ag::RecordScope s(r);
+  Tensor y = ag::gelu(x, "g");
+  EXPECT_FALSE(ag::recording());
+  EXPECT_EQ(Allocator::global().active(Category::SavedActivation), saved0);
+  EXPECT_EQ(x.category(), Category::Activation);
+}
