@@ -1,6 +1,7 @@
 #include "train/step.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 
@@ -24,6 +25,7 @@ void StepMeasure::merge(const StepMeasure& o) {
   peak_recompute = std::max(peak_recompute, o.peak_recompute);
   peak_total = std::max(peak_total, o.peak_total);
   forward_end = std::max(forward_end, o.forward_end);
+  chain_forward_s += o.chain_forward_s;
 }
 
 float forward_backward(GPT& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
@@ -63,7 +65,9 @@ float forward_backward(GPT& model, const MicroBatch& mb, double count, const Ste
   {
     r.tape = nullptr;
     RecordScope scope(r);
+    const auto t0 = std::chrono::steady_clock::now();
     xL = ex.forward(x0);
+    m.chain_forward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   x0 = Tensor();  // held by block 0's tape or as checkpoint x0, as the schedule says
   const uint64_t xL_id = xL.id();

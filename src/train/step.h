@@ -22,6 +22,7 @@ struct StepMeasure {
   size_t peak_activation = 0;  // saved + checkpoint + recompute, at its highest
   size_t peak_saved = 0, peak_checkpoint = 0, peak_recompute = 0;
   size_t peak_total = 0;       // every category, process-wide accounting
+  double chain_forward_s = 0;  // wall time of the chain's forward phase (first pass only)
   size_t forward_end = 0;      // activation bytes held when the forward ends (what PyTorch's
                                // saved_tensors_hooks count sees); the peak may come later, in backward
   void merge(const StepMeasure& o);  // max of peaks, sum of counters
