@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"  // dropout_keep_bits
+#include "kernels/simd.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -76,26 +77,6 @@ int threads_for(std::span<float> workspace, int64_t per_thread) {
 inline int64_t first_valid(int64_t d0, int64_t jj) { return std::max<int64_t>(0, d0 + jj); }
 
 #ifdef __AVX512F__
-// e^x for x <= 88 (here always x <= ~0), ~1 ulp on the normal range (Cephes expf polynomial);
-// 0 for x < -87.3 (including -inf) so no denormals are produced. Like exp512 in attention.cpp,
-// without the input clamps.
-inline __m512 exp512(__m512 x) {
-  const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 y = _mm512_set1_ps(1.9875691500E-4f);
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507E-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073E-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894E-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459E-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201E-1f));
-  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  return _mm512_maskz_mov_ps(ok, _mm512_scalef_ps(y, n));
-}
-
-inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
 // Lanes 16v..16v+15 valid for key row jj (see first_valid).
 inline __mmask16 valid_mask(int64_t d0, int64_t jj, int64_t v) {

@@ -12,24 +12,18 @@
 #include <string>
 
 #include "core/error.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using remat::AtomicWriter;
 
 namespace {
 
+using remat::testing_util::error_of;
+
 // A fresh directory per test under testing::TempDir().
-class AtomicFileTest : public ::testing::Test {
+class AtomicFileTest : public remat::testing_util::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) /
-           ("remat_atomic_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string p(const std::string& name) const { return (dir_ / name).string(); }
   // Names of the files in the directory, sorted.
   std::vector<std::string> listing() const {
     std::vector<std::string> r;
@@ -37,17 +31,7 @@ class AtomicFileTest : public ::testing::Test {
     std::sort(r.begin(), r.end());
     return r;
   }
-  fs::path dir_;
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const remat::Error& e) {
-    return e.what();
-  }
-  return "<no remat::Error thrown>";
-}
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using remat::Category;
@@ -19,17 +20,11 @@ using remat::Tensor;
 
 namespace {
 
-class SafetensorsTest : public ::testing::Test {
+using remat::testing_util::bytes_of;
+using remat::testing_util::error_of;
+
+class SafetensorsTest : public remat::testing_util::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) /
-           ("remat_st_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string p(const std::string& name) const { return (dir_ / name).string(); }
   // A hand-rolled safetensors file: u64 header length, the header exactly as given, then data.
   std::string raw(const std::string& name, const std::string& header, const std::string& data) const {
     std::string bytes(8, '\0');
@@ -38,22 +33,8 @@ class SafetensorsTest : public ::testing::Test {
     remat::write_file_atomic(p(name), bytes + header + data);
     return p(name);
   }
-  fs::path dir_;
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const remat::Error& e) {
-    return e.what();
-  }
-  return "<no remat::Error thrown>";
-}
-
-template <class T>
-std::string bytes_of(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
 
 Tensor make(remat::Shape shape, const std::string& name, float base) {
   Tensor t = Tensor::empty(std::move(shape), Category::Parameter, name);

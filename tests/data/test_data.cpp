@@ -12,6 +12,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using remat::data::BatchSampler;
@@ -19,36 +20,17 @@ using remat::data::TokenDataset;
 
 namespace {
 
-class DataTest : public ::testing::Test {
+using remat::testing_util::bytes_of;
+using remat::testing_util::error_of;
+
+class DataTest : public remat::testing_util::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) /
-           ("remat_data_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& bytes) const {
     std::ofstream(dir_ / name, std::ios::binary) << bytes;
     return (dir_ / name).string();
   }
-  fs::path dir_;
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const remat::Error& e) {
-    return e.what();
-  }
-  return "<no remat::Error thrown>";
-}
-
-template <class T>
-std::string bytes_of(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
 
 std::string llmc_file(int32_t version, int32_t count, const std::vector<uint16_t>& tokens) {
   std::vector<int32_t> header(256, 0);
