@@ -65,7 +65,18 @@ Trainer::Trainer(const TrainOptions& o) {
   if (T > o.model.T)
     throw Error("train", "--seq " + std::to_string(T) + " is above the model's block size " + std::to_string(o.model.T),
                 "use --seq <= " + std::to_string(o.model.T) + ", or a model with a larger block size");
-  if (!(o.lr > 0)) throw Error("train", "--lr must be positive", "e.g. --lr 1e-3");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw Error("train", "--lr must be a positive number", "e.g. --lr 1e-3");
+  auto non_negative = [](double v, const char* flag, const char* example) {
+    if (!(v >= 0) || !std::isfinite(v))
+      throw Error("train", std::string(flag) + " must be >= 0, got " + std::to_string(v), std::string("e.g. ") + example);
+  };
+  non_negative(double(o.warmup), "--warmup", "--warmup 20");
+  non_negative(o.clip, "--clip", "--clip 1.0 (0 turns clipping off)");
+  non_negative(o.weight_decay, "--weight-decay", "--weight-decay 0.1");
+  non_negative(double(o.sample_tokens), "--sample-tokens", "--sample-tokens 200");
+  non_negative(double(o.eval_every), "--eval-every", "--eval-every 50 (0: only at the end)");
+  if (o.eval_batches <= 0)
+    throw Error("train", "--eval-batches must be positive, got " + std::to_string(o.eval_batches), "e.g. --eval-batches 8");
   std::string strategy_text;
   NamePolicy policy = policy_from(o, &strategy_text);
   StrategySpec spec = parse_strategy(strategy_text, int(o.model.L), o.recompute_last, o.replay_internals);

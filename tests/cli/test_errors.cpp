@@ -238,3 +238,13 @@ TEST(CliErrors, SaveIntoMissingDirectory) {
 }
 
 }  // namespace
+
+namespace {
+TEST(CliErrors, OutOfRangeTrainingSettings) {
+  EXPECT_USER_ERROR(train({"--eval-batches", "0"}), "[train]", "--eval-batches");
+  EXPECT_USER_ERROR(train({"--lr", "inf"}), "[train]", "--lr");
+  EXPECT_USER_ERROR(train({"--warmup", "-1"}), "[train]", "--warmup");
+  EXPECT_USER_ERROR(train({"--clip", "-1"}), "[train]", "--clip");
+  EXPECT_USER_ERROR(train({"--weight-decay", "-0.5"}), "[train]", "--weight-decay");
+}
+}  // namespace
