@@ -24,10 +24,11 @@ struct LinearNode : Node {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out = inp @ w + b, so dinp += dout @ w^T, dw += inp^T @ dout, db += sum(dout)
     const Tensor inp = s.inp.get();
-    Tensor& dinp = g.get(s.inp.ref);
+    bool fresh = false;  // first gradient into inp: written by the GEMM, no zero fill
+    Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
     Tensor& dw = g.get(w);
     std::span<float> db = b.defined() ? g.get(b).span() : std::span<float>{};
-    kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), inp.cspan(), w.cspan(), N, C, OC);
+    kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
   }
 };
 
@@ -40,7 +41,9 @@ struct LinearNTNode : Node {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out = inp @ w^T, so dinp += dout @ w, dw += dout^T @ inp
     const Tensor inp = s.inp.get();
-    kernels::matmul_nt_backward(g.get(s.inp.ref).span(), g.get(w).span(), dout->cspan(), inp.cspan(), w.cspan(), N, C, OC);
+    bool fresh = false;
+    Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
+    kernels::matmul_nt_backward(dinp.span(), g.get(w).span(), dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
   }
 };
 

@@ -18,6 +18,13 @@ Tensor& GradTable::get(uint64_t id, const Shape& shape, const std::string& name)
   return g_.emplace(id, Tensor::zeros(shape, Category::ActivationGrad, "d" + name)).first->second;
 }
 
+Tensor& GradTable::get_fresh(const Ref& r, bool* fresh) {
+  auto it = g_.find(r.id);
+  *fresh = it == g_.end();
+  if (!*fresh) return it->second;
+  return g_.emplace(r.id, Tensor::empty(r.shape, Category::ActivationGrad, "d" + r.name)).first->second;
+}
+
 void GradTable::bind(const Tensor& t, Tensor grad) { bind_id(t.id(), std::move(grad)); }
 void GradTable::bind_id(uint64_t id, Tensor grad) { g_[id] = std::move(grad); }
 

@@ -37,6 +37,9 @@ class GradTable {
   Tensor& get(const Tensor& t) { return get(t.id(), t.shape(), t.name()); }
   Tensor& get(const Ref& r) { return get(r.id, r.shape, r.name); }
   Tensor& get(uint64_t id, const Shape& shape, const std::string& name);
+  // Gradient of `r`; if absent, created uninitialised and *fresh is set: the caller must write
+  // (not accumulate into) every element.
+  Tensor& get_fresh(const Ref& r, bool* fresh);
   // Binds a persistent gradient buffer (parameters) or hands over a gradient.
   void bind(const Tensor& t, Tensor grad);
   void bind_id(uint64_t id, Tensor grad);

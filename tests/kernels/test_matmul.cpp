@@ -97,3 +97,18 @@ TEST(Matmul, BackwardDeterministic) {
   auto [a3, b3, c3] = run(1);
   EXPECT_TRUE(bit_equal(c1, c3)) << "dbias must not depend on the thread count";
 }
+
+TEST(Matmul, DinpOverwriteIgnoresOldContentsAndEqualsAccumulatingIntoZero) {
+  const int64_t N = 37, C = 24, OC = 40;
+  auto inp = randn(N * C, 17), w = randn(C * OC, 18), wt = randn(OC * C, 19), dout = randn(N * OC, 20);
+  std::vector<float> zero(N * C, 0.0f), garbage = randn(N * C, 21, 100.0f);
+  std::vector<float> dw_a(C * OC), dw_b(C * OC), db_a(OC), db_b(OC);
+  matmul_backward(zero, dw_a, db_a, dout, inp, w, N, C, OC);
+  matmul_backward(garbage, dw_b, db_b, dout, inp, w, N, C, OC, /*dinp_overwrite=*/true);
+  for (int64_t i = 0; i < N * C; ++i) ASSERT_FLOAT_EQ(zero[i], garbage[i]) << i;
+  EXPECT_TRUE(bit_equal(dw_a, dw_b));  // dweight still accumulates
+  std::vector<float> zero_nt(N * C, 0.0f), garbage_nt = randn(N * C, 22, 100.0f), dw_c(OC * C), dw_d(OC * C);
+  matmul_nt_backward(zero_nt, dw_c, dout, inp, wt, N, C, OC);
+  matmul_nt_backward(garbage_nt, dw_d, dout, inp, wt, N, C, OC, /*dinp_overwrite=*/true);
+  for (int64_t i = 0; i < N * C; ++i) ASSERT_FLOAT_EQ(zero_nt[i], garbage_nt[i]) << i;
+}
