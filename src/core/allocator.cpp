@@ -60,6 +60,7 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
     }
     active_[int(cat)] += bytes;
     total_ += bytes;
+    if (limit_ != 0 && total_ + cached_ > limit_) drop_cache_locked();  // keep live + cached within it
     if (is_activation(cat)) act_ += bytes;
     auto& ns = names_[name];
     ns.active += bytes;
@@ -95,7 +96,8 @@ void Allocator::release(void* p, size_t bytes, Category cat, const std::string& 
   std::lock_guard<std::mutex> lk(mu_);
   if (p) {
     const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
-    if (cached_ + rounded <= cache_limit_) {
+    // Under a hard limit the cache keeps live + cached within it, so the limit bounds the process.
+    if (cached_ + rounded <= cache_limit_ && (limit_ == 0 || total_ + cached_ + rounded <= limit_ + bytes)) {
       cache_[rounded].push_back(p);
       cached_ += rounded;
     } else {
@@ -139,12 +141,16 @@ size_t Allocator::active_activation() const { std::lock_guard<std::mutex> lk(mu_
 size_t Allocator::peak_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_peak_; }
 size_t Allocator::cached() const { std::lock_guard<std::mutex> lk(mu_); return cached_; }
 
-void Allocator::release_cache() {
-  std::lock_guard<std::mutex> lk(mu_);
+void Allocator::drop_cache_locked() {
   for (auto& [size, blocks] : cache_)
     for (void* b : blocks) std::free(b);
   cache_.clear();
   cached_ = 0;
+}
+
+void Allocator::release_cache() {
+  std::lock_guard<std::mutex> lk(mu_);
+  drop_cache_locked();
 }
 
 void Allocator::set_cache_limit(size_t bytes) {

@@ -75,11 +75,13 @@ class Allocator {
   size_t cached() const;
   // Returns every cached block to the system.
   void release_cache();
-  // Caps the cache (default 2 GiB); blocks freed beyond it go back to the system.
+  // Caps the cache (default 2 GiB; with a limit set, live + cached stays within the limit); blocks
+  // freed beyond it go back to the system.
   void set_cache_limit(size_t bytes);
 
  private:
   void bump_peaks_locked();
+  void drop_cache_locked();
   mutable std::mutex mu_;
   std::array<size_t, kNumCategories> active_{}, peak_{};
   size_t total_ = 0, total_peak_ = 0, act_ = 0, act_peak_ = 0, limit_ = 0;

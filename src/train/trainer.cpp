@@ -213,7 +213,10 @@ std::string Trainer::sample(int64_t tokens, uint64_t seed) {
     }
     ctx.push_back(tok);
   }
-  return data::decode_bytes(std::span<const int32_t>(ctx).subspan(1));
+  if (s.train_data.byte_level()) return data::decode_bytes(std::span<const int32_t>(ctx).subspan(1));
+  std::string ids;  // token ids: remat has no tokenizer for non-byte vocabularies
+  for (size_t i = 1; i < ctx.size(); ++i) ids += (i > 1 ? " " : "") + std::to_string(ctx[i]);
+  return "(token ids) " + ids;
 }
 
 TrainSummary Trainer::run() {

@@ -89,3 +89,30 @@ TEST(Tensor, CloneCopiesValuesIntoNewStorage) {
   EXPECT_EQ(c.category(), Category::Debug);
   EXPECT_EQ(shape_str(t.shape()), "(3)");
 }
+
+TEST(Allocator, CacheReusesFreedBlocksAndStaysWithinALimit) {
+  LimitGuard g;
+  auto& a = Allocator::global();
+  a.release_cache();
+  void* first = nullptr;
+  {
+    Tensor t = Tensor::empty({1000}, Category::Workspace, "ws");
+    first = t.data();
+  }
+  EXPECT_EQ(a.cached(), 4032u);  // 4000 bytes, rounded up to 64
+  {
+    Tensor t = Tensor::empty({1000}, Category::Workspace, "ws2");
+    EXPECT_EQ(static_cast<void*>(t.data()), first) << "a block of the same size is reused";
+    EXPECT_EQ(a.cached(), 0u);
+  }
+  // Under a limit, live + cached stays within it.
+  a.set_limit(a.active_total() + 6000);
+  {
+    Tensor t = Tensor::empty({1000}, Category::Workspace, "a");  // takes the cached block
+    Tensor u = Tensor::empty({400}, Category::Workspace, "b");
+  }
+  EXPECT_LE(a.active_total() + a.cached(), a.limit());
+  a.set_limit(0);
+  a.release_cache();
+  EXPECT_EQ(a.cached(), 0u);
+}
