@@ -114,7 +114,7 @@ void add_bench(CLI::App& root) {
                   cfg.dropout, autograd::attention_kind_name(cfg.attention), (long long)f.steps, (long long)f.warmup,
                   gemm_peak);
     nlohmann::json rows = nlohmann::json::array();
-    double none_ms = 0, none_flops = 0, none_block_fwd_ms = 0;
+    double none_ms = 0, none_block_fwd_ms = 0;
     for (const RowSpec& row : specs) {
       const std::string& sname = row.label;
       TrainOptions o;
@@ -160,7 +160,6 @@ void add_bench(CLI::App& root) {
       std::sort(chain_fwd_ms.begin(), chain_fwd_ms.end());
       if (sname == "none") {
         none_ms = med;
-        none_flops = step_flops;
         // One block forward, in time, measured on `none`'s first pass.
         none_block_fwd_ms = chain_fwd_ms[chain_fwd_ms.size() / 2] / double(c.block_forwards);
       }
@@ -185,7 +184,6 @@ void add_bench(CLI::App& root) {
       j["micro_batch"] = micro;
       j["seq"] = T;
       j["threads"] = omp_get_max_threads();
-      (void)none_flops;
       rows.push_back(j);
       if (!f.json) {
         if (rows.size() == 1)
