@@ -178,14 +178,22 @@ int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, 
   return std::max<int64_t>(threads, 1) * per_thread_floats(T);
 }
 
+namespace {
+// The checks forward and backward share: qkv (B,T,3C), the (B,T,C) output or its gradient, and the
+// (B,NH,T,T) probabilities.
+void check_args(size_t qkv, size_t out, size_t probs, int64_t B, int64_t T, int64_t C, int64_t NH, float p) {
+  REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
+  REMAT_ASSERT(int64_t(qkv) >= B * T * 3 * C, "attention: qkv too small");
+  REMAT_ASSERT(int64_t(out) >= B * T * C, "attention: out / dout too small");
+  REMAT_ASSERT(int64_t(probs) >= B * NH * T * T, "attention: probs too small");
+  REMAT_ASSERT(p >= 0.f && p < 1.f, "attention: dropout p must be in [0, 1)");
+}
+}  // namespace
+
 void attention_forward(std::span<float> out, std::span<float> probs, std::span<const float> qkv,
                        int64_t B, int64_t T, int64_t C, int64_t NH, float p, uint64_t seed,
                        uint64_t offset, std::span<float> workspace) {
-  REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
-  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * 3 * C, "attention: qkv too small");
-  REMAT_ASSERT(int64_t(out.size()) >= B * T * C, "attention: out too small");
-  REMAT_ASSERT(int64_t(probs.size()) >= B * NH * T * T, "attention: probs too small");
-  REMAT_ASSERT(p >= 0.f && p < 1.f, "attention: dropout p must be in [0, 1)");
+  check_args(qkv.size(), out.size(), probs.size(), B, T, C, NH, p);
   if (B * T == 0) return;
   const int64_t HS = C / NH, C3 = 3 * C, per = per_thread_floats(T);
   const float scale = 1.f / std::sqrt(float(HS));
@@ -236,12 +244,8 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
 void attention_backward(std::span<float> dqkv, std::span<const float> dout, std::span<const float> qkv,
                         std::span<const float> probs, int64_t B, int64_t T, int64_t C, int64_t NH,
                         float p, uint64_t seed, uint64_t offset, std::span<float> workspace) {
-  REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
-  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * 3 * C, "attention: qkv too small");
+  check_args(qkv.size(), dout.size(), probs.size(), B, T, C, NH, p);
   REMAT_ASSERT(int64_t(dqkv.size()) >= B * T * 3 * C, "attention: dqkv too small");
-  REMAT_ASSERT(int64_t(dout.size()) >= B * T * C, "attention: dout too small");
-  REMAT_ASSERT(int64_t(probs.size()) >= B * NH * T * T, "attention: probs too small");
-  REMAT_ASSERT(p >= 0.f && p < 1.f, "attention: dropout p must be in [0, 1)");
   if (B * T == 0) return;
   const int64_t HS = C / NH, C3 = 3 * C, per = per_thread_floats(T);
   const float scale = 1.f / std::sqrt(float(HS));

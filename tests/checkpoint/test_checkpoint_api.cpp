@@ -106,15 +106,24 @@ TEST(CheckpointApi, KeepsOnlyTheRegionInputs) {
   EXPECT_EQ(plain, x_bytes * 2 + size_t(net.N) * 8 + 2 * size_t(net.N * 4 * net.C) * 4);
 }
 
-TEST(CheckpointApi, DeterminismCheckPassesOnAnExactReplay) {
+// A recorded checkpoint region under --determinism-check, with its gradient table bound.
+struct CheckedRegion {
   Net net;
   ag::Tape tape;
   ag::Recorder rec;
-  rec.tape = &tape;
-  rec.check_determinism = true;
   ag::GradTable gt;
-  for (const Tensor& p : net.params()) gt.bind(p, Tensor::zeros(p.shape(), Category::Gradient, "d"));
-  Tensor x = randn({net.N, net.C}, Category::Activation, "x", 9), y;
+  Tensor x, y;
+  CheckedRegion() {
+    rec.tape = &tape;
+    rec.check_determinism = true;
+    for (const Tensor& p : net.params()) gt.bind(p, Tensor::zeros(p.shape(), Category::Gradient, "d"));
+    x = randn({net.N, net.C}, Category::Activation, "x", 9);
+  }
+};
+
+TEST(CheckpointApi, DeterminismCheckPassesOnAnExactReplay) {
+  CheckedRegion c;
+  auto& [net, tape, rec, gt, x, y] = c;
   {
     ag::RecordScope s(rec);
     y = checkpoint([&](const Tensor& in) { return net.mlp(in); }, x);
@@ -124,14 +133,8 @@ TEST(CheckpointApi, DeterminismCheckPassesOnAnExactReplay) {
 }
 
 TEST(CheckpointApi, DeterminismCheckNamesTheTensorOnABrokenReplay) {
-  Net net;
-  ag::Tape tape;
-  ag::Recorder rec;
-  rec.tape = &tape;
-  rec.check_determinism = true;
-  ag::GradTable gt;
-  for (const Tensor& p : net.params()) gt.bind(p, Tensor::zeros(p.shape(), Category::Gradient, "d"));
-  Tensor x = randn({net.N, net.C}, Category::Activation, "x", 9), y;
+  CheckedRegion c;
+  auto& [net, tape, rec, gt, x, y] = c;
   int calls = 0;
   {
     ag::RecordScope s(rec);
