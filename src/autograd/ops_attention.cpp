@@ -72,7 +72,7 @@ Tensor attention(const Tensor& qkv, int64_t NH, float p, Rng rng, AttentionKind 
       kernels::attention_forward(out.span(), probs.span(), qkv.cspan(), d.B, d.T, d.C, NH, p, rng.seed, rng.offset,
                                  ws.span());
     }
-    if (!recording()) { count_forward(flops); return out; }
+    if (!recording()) { count_forward("attention", name, flops); return out; }
     // Selective recomputation (Megatron-LM): the (B, NH, T, T) probabilities are rebuilt from the
     // saved qkv in backward -- QK^T and softmax again (the kernel also redoes P V into a scratch).
     offer_recipe(probs, {qkv}, [d, p, rng, name, threads](const Tensors& in) {
@@ -102,7 +102,7 @@ Tensor attention(const Tensor& qkv, int64_t NH, float p, Rng rng, AttentionKind 
     kernels::flash_attention_forward(out.span(), lse.span(), qkv.cspan(), d.B, d.T, d.C, NH, p, rng.seed, rng.offset,
                                      ws.span());
   }
-  if (!recording()) { count_forward(flops); return out; }
+  if (!recording()) { count_forward("flash_attention", name, flops); return out; }
   auto n = std::make_unique<FlashAttentionNode>();
   n->name = name;
   n->outputs = {out.id()};

@@ -67,7 +67,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::stri
   Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
   kernels::matmul_forward(out.span(), x.cspan(), w.cspan(), b.defined() ? b.cspan() : std::span<const float>{}, N, C, OC);
   const double flops = 2.0 * N * C * OC;
-  if (!recording()) { count_forward(flops); return out; }
+  if (!recording()) { count_forward("linear", name, flops); return out; }
   auto n = std::make_unique<LinearNode>();
   n->name = name;
   n->outputs = {out.id()};
@@ -87,7 +87,7 @@ Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
   Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
   kernels::matmul_nt_forward(out.span(), x.cspan(), w.cspan(), N, C, OC);
   const double flops = 2.0 * N * C * OC;
-  if (!recording()) { count_forward(flops); return out; }
+  if (!recording()) { count_forward("linear_nt", name, flops); return out; }
   auto n = std::make_unique<LinearNTNode>();
   n->name = name;
   n->outputs = {out.id()};
@@ -107,7 +107,7 @@ Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tenso
   Tensor out = Tensor::empty({B, T, C}, Category::Activation, name);
   kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), wpe.cspan(), B, T, C);
   const double flops = double(B) * T * C;
-  if (!recording()) { count_forward(flops); return out; }
+  if (!recording()) { count_forward("embedding", name, flops); return out; }
   auto n = std::make_unique<EmbeddingNode>();
   n->name = name;
   n->outputs = {out.id()};

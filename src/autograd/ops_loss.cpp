@@ -40,7 +40,7 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> targets, dou
     loss.data()[0] = float(sum / count);
   }
   const double flops = 4.0 * N * V;
-  if (!recording()) { count_forward(flops); return loss; }
+  if (!recording()) { count_forward("cross_entropy", name, flops); return loss; }
   auto n = std::make_unique<CrossEntropyNode>();
   n->name = name;
   n->outputs = {loss.id()};

@@ -67,7 +67,7 @@ Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
   Tensor rstd = Tensor::empty(rows_of(x.shape()), Category::Activation, name + ".rstd");
   kernels::layernorm_forward(out.span(), mean.span(), rstd.span(), x.cspan(), w.cspan(), b.cspan(), N, C);
   const double flops = 8.0 * N * C;
-  if (!recording()) { count_forward(flops); return out; }
+  if (!recording()) { count_forward("layernorm", name, flops); return out; }
   // Selective recomputation (policy `norms`): the output is rebuilt from the saved input, mean, rstd.
   offer_recipe(out, {x, mean, rstd, w, b}, [name, N, C](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
@@ -93,7 +93,7 @@ Tensor gelu(const Tensor& x, const std::string& name) {
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
   kernels::gelu_forward(out.span(), x.cspan(), x.numel());
   const double flops = 10.0 * x.numel();
-  if (!recording()) { count_forward(flops); return out; }
+  if (!recording()) { count_forward("gelu", name, flops); return out; }
   // Selective recomputation (policy `gelu`, llm.c's recompute=1): rebuilt from the saved input.
   offer_recipe(out, {x}, [name](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
@@ -115,7 +115,7 @@ Tensor add(const Tensor& a, const Tensor& b, const std::string& name) {
   Tensor out = Tensor::empty(a.shape(), Category::Activation, name);
   kernels::residual_forward(out.span(), a.cspan(), b.cspan(), a.numel());
   const double flops = double(a.numel());
-  if (!recording()) { count_forward(flops); return out; }
+  if (!recording()) { count_forward("add", name, flops); return out; }
   auto n = std::make_unique<AddNode>();
   n->name = name;
   n->outputs = {out.id()};
@@ -133,7 +133,7 @@ Tensor dropout(const Tensor& x, float p, Rng rng, const std::string& name) {
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
   kernels::dropout_forward(out.span(), x.cspan(), x.numel(), p, rng.seed, rng.offset);
   const double flops = double(x.numel());
-  if (!recording()) { count_forward(flops); return out; }
+  if (!recording()) { count_forward("dropout", name, flops); return out; }
   auto n = std::make_unique<DropoutNode>();
   n->name = name;
   n->outputs = {out.id()};

@@ -1,5 +1,7 @@
 #include "autograd/tape.h"
 
+#include <chrono>
+#include <cctype>
 #include <cstring>
 #include <unordered_set>
 
@@ -36,15 +38,44 @@ Tensor GradTable::take(uint64_t id) {
   return t;
 }
 
+namespace {
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void OpProfile::mark() { last = seconds(); }
+
+std::string OpProfile::key(const std::string& name, const char* op) {
+  size_t i = 0;
+  if (name.rfind("h.", 0) == 0) {
+    i = 2;
+    while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+    if (i < name.size() && name[i] == '.' && i > 2) ++i;
+    else i = 0;
+  }
+  return name.substr(i) + " [" + op + "]";
+}
+
 void Tape::backward(GradTable& g) {
   Counters* c = recorder().counters;
+  OpProfile* prof = recorder().profile;
   while (!nodes_.empty()) {
     std::unique_ptr<Node> n = std::move(nodes_.back());
     nodes_.pop_back();
     bool live = false;
     for (uint64_t id : n->outputs) live = live || g.find_id(id);
     if (live) {
-      n->backward(g);
+      if (prof) {
+        const double t0 = seconds();
+        n->backward(g);
+        auto& e = prof->ops[OpProfile::key(n->name, n->op())];
+        prof->last = seconds();
+        e.bwd_s += prof->last - t0;
+        e.bwd_flops += n->flops_bwd;
+      } else {
+        n->backward(g);
+      }
       if (c) c->bwd_flops += n->flops_bwd;
     }
     for (uint64_t id : n->outputs) g.erase(id);
@@ -180,12 +211,20 @@ Saved save(Node& n, const char* slot, const Tensor& t) {
 
 void finish(std::unique_ptr<Node> n) {
   Recorder& r = recorder();
-  count_forward(n->flops_fwd);
+  count_forward(n->op(), n->name, n->flops_fwd);
   if (r.tape) r.tape->push(std::move(n));
 }
 
-void count_forward(double flops) {
+void count_forward(const char* op, const std::string& name, double flops) {
   Recorder& r = recorder();
+  if (r.profile) {
+    const double t = seconds();
+    auto& e = r.profile->ops[OpProfile::key(name, op)];
+    (r.recompute ? e.rec_s : e.fwd_s) += t - r.profile->last;
+    (r.recompute ? e.rec_flops : e.fwd_flops) += flops;
+    if (!r.recompute) ++e.calls;
+    r.profile->last = t;
+  }
   if (!r.counters) return;
   (r.recompute ? r.counters->recompute_flops : r.counters->fwd_flops) += flops;
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -136,6 +137,22 @@ struct Counters {
   void reset() { *this = Counters{}; }
 };
 
+// Wall time per op, forward, recompute and backward, summed over the ops of one kind at one place in
+// the model ("attn.c_attn [linear]": every block's QKV projection). A forward op's time is the time
+// since the previous op finished, so a forward must start with mark(); backward times each node.
+struct OpProfile {
+  struct Entry {
+    double fwd_s = 0, rec_s = 0, bwd_s = 0;
+    double fwd_flops = 0, rec_flops = 0, bwd_flops = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Entry> ops;
+  double last = 0;  // steady-clock seconds of the last forward event
+  void mark();
+  // "h.3.attn.c_attn", "linear" -> "attn.c_attn [linear]"
+  static std::string key(const std::string& name, const char* op);
+};
+
 // The thread's recording state: where nodes go, what category saved tensors take, whether this is a
 // recompute, and the --determinism-check hooks.
 struct Recorder {
@@ -149,6 +166,7 @@ struct Recorder {
   size_t verify_pos = 0;
   bool check_determinism = false;              // checkpoint regions capture and verify their saves
   Counters* counters = nullptr;
+  OpProfile* profile = nullptr;                // remat bench --profile
 };
 Recorder& recorder();
 
@@ -175,7 +193,7 @@ void clear_recipes();
 inline bool recording() { const Recorder& r = recorder(); return r.tape || r.capture || r.verify; }
 // Records the node's forward FLOPs in the counters and pushes it if a tape is recording.
 void finish(std::unique_ptr<Node> n);
-// Counts forward FLOPs of work done while not recording.
-void count_forward(double flops);
+// Counts forward FLOPs (and, when profiling, time) of work done while not recording.
+void count_forward(const char* op, const std::string& name, double flops);
 
 }  // namespace remat::autograd

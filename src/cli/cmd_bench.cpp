@@ -28,6 +28,7 @@ struct BenchFlags {
   uint64_t seed = 1;
   std::string data;
   bool json = false;
+  bool profile = false;
 };
 
 // A bench row: "[flash+|naive+]STRATEGY[+POLICY]", e.g. "selective", "flash+block", "block+gelu".
@@ -49,6 +50,44 @@ RowSpec parse_row(const std::string& text) {
     else throw Error("bench", "row '" + text + "' names two strategies", "write e.g. flash+block or block+selective");
   }
   return r;
+}
+
+// Per-op wall time per timed step, slowest first: where the step goes.
+nlohmann::json profile_json(const autograd::OpProfile& p, int64_t steps) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [key, e] : p.ops) {
+    const double n = double(steps);
+    nlohmann::json r;
+    r["op"] = key;
+    r["calls_per_step"] = double(e.calls) / n;
+    r["forward_ms"] = e.fwd_s * 1e3 / n;
+    r["recompute_ms"] = e.rec_s * 1e3 / n;
+    r["backward_ms"] = e.bwd_s * 1e3 / n;
+    r["total_ms"] = (e.fwd_s + e.rec_s + e.bwd_s) * 1e3 / n;
+    r["forward_gflops"] = e.fwd_s > 0 ? e.fwd_flops / e.fwd_s / 1e9 : 0.0;
+    r["backward_gflops"] = e.bwd_s > 0 ? e.bwd_flops / e.bwd_s / 1e9 : 0.0;
+    rows.push_back(r);
+  }
+  std::sort(rows.begin(), rows.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["total_ms"].get<double>() > b["total_ms"].get<double>();
+  });
+  return rows;
+}
+
+void print_profile(const nlohmann::json& rows, double step_ms) {
+  std::printf("  %-32s %6s %9s %9s %9s %9s %6s %9s %9s\n", "op (per step)", "calls", "fwd ms", "recomp ms",
+              "bwd ms", "total ms", "share", "fwd GF/s", "bwd GF/s");
+  double sum = 0;
+  for (const auto& r : rows) {
+    const double tot = r["total_ms"].get<double>();
+    sum += tot;
+    std::printf("  %-32s %6.0f %9.2f %9.2f %9.2f %9.2f %5.1f%% %9.1f %9.1f\n", r["op"].get<std::string>().c_str(),
+                r["calls_per_step"].get<double>(), r["forward_ms"].get<double>(), r["recompute_ms"].get<double>(),
+                r["backward_ms"].get<double>(), tot, 100.0 * tot / step_ms, r["forward_gflops"].get<double>(),
+                r["backward_gflops"].get<double>());
+  }
+  std::printf("  %-32s %6s %9s %9s %9s %9.2f %5.1f%%  (the rest is bookkeeping between ops)\n", "all ops", "", "",
+              "", "", sum, 100.0 * sum / step_ms);
 }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -91,6 +130,8 @@ void add_bench(CLI::App& root) {
   app->add_option("--seed", f.seed, "Seed")->capture_default_str();
   app->add_option("--data", f.data, "Token data (default: uniform random tokens of --vocab)");
   app->add_flag("--json", f.json, "Print a JSON list of rows instead of the table");
+  app->add_flag("--profile", f.profile, "Also time every op (forward, recompute, backward) and print where each "
+                                        "strategy's step goes (JSON: a \"profile\" list per row)");
   app->callback([flags]() {
     BenchFlags& f = *flags;
     f.model.apply_threads();
@@ -135,11 +176,14 @@ void add_bench(CLI::App& root) {
       o.sample_tokens = 0;
       o.progress = false;
       o.quiet = true;
+      autograd::OpProfile prof;
+      if (f.profile) o.profile = &prof;
       Trainer t(o);
       std::vector<double> ms, chain_fwd_ms;
       StepMeasure last;
       for (int64_t st = 0; st < f.warmup + f.steps; ++st) {
         StepMeasure m;
+        if (st == f.warmup) prof.ops.clear();  // profile the timed steps only
         const double t0 = now();
         t.step(st, &m);
         const double dt = (now() - t0) * 1e3;
@@ -184,6 +228,7 @@ void add_bench(CLI::App& root) {
       j["micro_batch"] = micro;
       j["seq"] = T;
       j["threads"] = omp_get_max_threads();
+      if (f.profile) j["profile"] = profile_json(prof, f.steps);
       rows.push_back(j);
       if (!f.json) {
         if (rows.size() == 1)
@@ -199,6 +244,7 @@ void add_bench(CLI::App& root) {
                     j["forward_equivalents"].get<double>(), med, j["tokens_per_s"].get<double>(), ovh,
                     j["overhead_predicted"].get<double>(), cal, j["gflops"].get<double>(),
                     100.0 * j["share_of_gemm_peak"].get<double>());
+        if (f.profile) print_profile(j["profile"], med);
         std::fflush(stdout);
       }
     }

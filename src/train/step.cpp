@@ -43,6 +43,8 @@ float forward_backward(GPT& model, const MicroBatch& mb, double count, const Ste
   r.counters = &m.counters;
   r.check_determinism = opt.check_determinism;
   r.policy = opt.policy;
+  r.profile = opt.profile;
+  if (r.profile) r.profile->mark();
 
   Tensor x0;
   {

@@ -34,6 +34,7 @@ struct StepOptions {
   bool break_replay = false;
   const autograd::Policy* policy = nullptr;
   std::function<void(const std::string& event)> trace;  // one line per event, if set
+  autograd::OpProfile* profile = nullptr;                 // per-op wall time, if set
 };
 
 // Forward + backward of one micro-batch. `count` is the number of target positions the loss mean

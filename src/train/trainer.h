@@ -43,6 +43,7 @@ struct TrainOptions {
   size_t memory_limit = 0;
   bool progress = true;
   bool quiet = false;
+  autograd::OpProfile* profile = nullptr;  // per-op wall time of every step, if set
 };
 
 struct TrainSummary {

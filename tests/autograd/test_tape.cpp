@@ -70,3 +70,51 @@ TEST(Tape, NotRecordingSavesNothing) {
   EXPECT_EQ(Allocator::global().active(Category::SavedActivation), saved0);
   EXPECT_EQ(x.category(), Category::Activation);
 }
+
+TEST(Tape, ProfileKeysOpsByPlaceAndCountsForwardRecomputeAndBackward) {
+  EXPECT_EQ(ag::OpProfile::key("h.3.attn.c_attn", "linear"), "attn.c_attn [linear]");
+  EXPECT_EQ(ag::OpProfile::key("h.12.ln_1", "layernorm"), "ln_1 [layernorm]");
+  EXPECT_EQ(ag::OpProfile::key("ln_f", "layernorm"), "ln_f [layernorm]");
+  EXPECT_EQ(ag::OpProfile::key("h.x", "add"), "h.x [add]") << "only h.<digits>. is a block prefix";
+
+  const int64_t N = 4, C = 8, OC = 16;
+  Tensor w = Tensor::zeros({C, OC}, Category::Parameter, "w"), b = Tensor::zeros({OC}, Category::Parameter, "b");
+  Tensor x = Tensor::zeros({N, C}, Category::Activation, "x");
+  ag::OpProfile prof;
+  ag::Tape tape;
+  ag::Recorder r;
+  r.tape = &tape;
+  r.profile = &prof;
+  prof.mark();
+  Tensor y0, y1;
+  {
+    ag::RecordScope s(r);
+    y0 = ag::linear(x, w, b, "h.0.fc");
+    y1 = ag::linear(x, w, b, "h.1.fc");
+    ag::Recorder rr = r;  // a replay outside the tape counts as recompute
+    rr.tape = nullptr;
+    rr.recompute = true;
+    ag::RecordScope s2(rr);
+    ag::linear(x, w, b, "h.1.fc");
+  }
+  ASSERT_EQ(prof.ops.size(), 1u);
+  const auto& e = prof.ops.at("fc [linear]");
+  EXPECT_EQ(e.calls, 2);
+  EXPECT_EQ(e.fwd_flops, 2 * 2.0 * N * C * OC);
+  EXPECT_EQ(e.rec_flops, 2.0 * N * C * OC);
+  EXPECT_GE(e.fwd_s, 0.0);
+  EXPECT_EQ(e.bwd_s, 0.0);
+
+  ag::GradTable gt;
+  Tensor dw = Tensor::zeros(w.shape(), Category::Gradient, "dw"), db = Tensor::zeros(b.shape(), Category::Gradient, "db");
+  gt.bind(w, dw);
+  gt.bind(b, db);
+  gt.bind(y0, Tensor::zeros(y0.shape(), Category::ActivationGrad, "dy0"));
+  gt.bind(y1, Tensor::zeros(y1.shape(), Category::ActivationGrad, "dy1"));
+  {
+    ag::RecordScope s(r);
+    tape.backward(gt);
+  }
+  EXPECT_EQ(prof.ops.at("fc [linear]").bwd_flops, 2 * 4.0 * N * C * OC);
+  EXPECT_GT(prof.ops.at("fc [linear]").bwd_s, 0.0);
+}

@@ -287,6 +287,46 @@ TEST(CliCommands, BenchTable) {
   EXPECT_TRUE(std::regex_search(lines[3], std::regex("^block +2 "))) << lines[3];
 }
 
+TEST(CliCommands, BenchProfileShowsWhereTheStepGoes) {
+  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "block", "--recompute-last", "--steps",
+                          "2", "--warmup", "1", "--profile", "--json"});
+  const json rows = json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const json& row : rows) {
+    SCOPED_TRACE(row.dump());
+    const json& prof = row.at("profile");
+    ASSERT_TRUE(prof.is_array());
+    std::map<std::string, json> by_op;
+    double total = 0;
+    for (const json& p : prof) {
+      by_op[p.at("op").get<std::string>()] = p;
+      total += p.at("total_ms").get<double>();
+    }
+    for (const char* op : {"attn.c_attn [linear]", "attn [attention]", "mlp.gelu [gelu]", "ln_1 [layernorm]",
+                           "lm_head [linear_nt]", "loss [cross_entropy]", "emb [embedding]", "optimizer [clip+adamw]"})
+      EXPECT_EQ(by_op.count(op), 1u) << op;
+    // Per timed step: the tiny preset has 2 blocks, so 2 QKV projections a step.
+    EXPECT_EQ(by_op["attn.c_attn [linear]"].at("calls_per_step").get<double>(), 2.0);
+    EXPECT_GT(by_op["attn.c_attn [linear]"].at("backward_ms").get<double>(), 0.0);
+    // The ops account for the step, give or take the bookkeeping between them.
+    EXPECT_LE(total, 1.05 * row.at("step_ms_max").get<double>());
+    EXPECT_GT(total, 0.5 * row.at("step_ms_min").get<double>());
+  }
+  // With --recompute-last, block replays every block once: recompute time only there.
+  EXPECT_EQ(rows[0].at("profile")[0].at("recompute_ms").get<double>(), 0.0);
+  double rec = 0;
+  for (const json& p : rows[1].at("profile")) rec += p.at("recompute_ms").get<double>();
+  EXPECT_GT(rec, 0.0);
+}
+
+TEST(CliCommands, BenchProfileTable) {
+  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "--steps", "1", "--warmup", "0",
+                          "--profile"});
+  EXPECT_TRUE(has(r.out, "op (per step)")) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  mlp\\.c_fc \\[linear\\] +2 "))) << r.out;
+  EXPECT_TRUE(has(r.out, "all ops")) << r.out;
+}
+
 // ---- plan ----
 
 TEST(CliCommands, PlanUnderABudget) {
