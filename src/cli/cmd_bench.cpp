@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -52,20 +53,37 @@ RowSpec parse_row(const std::string& text) {
   return r;
 }
 
-// Per-op wall time per timed step, slowest first: where the step goes.
-nlohmann::json profile_json(const autograd::OpProfile& p, int64_t steps) {
+// Per-op wall time of one step, as the median over the timed steps (one slow step on a busy machine
+// must not inflate the table), slowest first.
+nlohmann::json profile_json(const std::vector<autograd::OpProfile>& steps) {
+  std::map<std::string, std::vector<autograd::OpProfile::Entry>> per_op;
+  for (const auto& p : steps)
+    for (const auto& [key, e] : p.ops) per_op[key].push_back(e);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& [key, e] : p.ops) {
-    const double n = double(steps);
+  for (const auto& [key, es] : per_op) {
+    auto med = [&](auto field) {
+      std::vector<double> v;
+      for (const auto& e : es) v.push_back(double(field(e)));
+      return median(v);
+    };
+    const double fwd = med([](const auto& e) { return e.fwd_s; }), rec = med([](const auto& e) { return e.rec_s; }),
+                 bwd = med([](const auto& e) { return e.bwd_s; });
+    const double fwd_flops = med([](const auto& e) { return e.fwd_flops; });
+    const double bwd_flops = med([](const auto& e) { return e.bwd_flops; });
     nlohmann::json r;
     r["op"] = key;
-    r["calls_per_step"] = double(e.calls) / n;
-    r["forward_ms"] = e.fwd_s * 1e3 / n;
-    r["recompute_ms"] = e.rec_s * 1e3 / n;
-    r["backward_ms"] = e.bwd_s * 1e3 / n;
-    r["total_ms"] = (e.fwd_s + e.rec_s + e.bwd_s) * 1e3 / n;
-    r["forward_gflops"] = e.fwd_s > 0 ? e.fwd_flops / e.fwd_s / 1e9 : 0.0;
-    r["backward_gflops"] = e.bwd_s > 0 ? e.bwd_flops / e.bwd_s / 1e9 : 0.0;
+    r["calls_per_step"] = med([](const auto& e) { return e.calls; });
+    r["forward_ms"] = fwd * 1e3;
+    r["recompute_ms"] = rec * 1e3;
+    r["backward_ms"] = bwd * 1e3;
+    r["total_ms"] = (fwd + rec + bwd) * 1e3;
+    r["forward_gflops"] = fwd > 0 ? fwd_flops / fwd / 1e9 : 0.0;
+    r["backward_gflops"] = bwd > 0 ? bwd_flops / bwd / 1e9 : 0.0;
     rows.push_back(r);
   }
   std::sort(rows.begin(), rows.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
@@ -86,7 +104,7 @@ void print_profile(const nlohmann::json& rows, double step_ms) {
                 r["backward_ms"].get<double>(), tot, 100.0 * tot / step_ms, r["forward_gflops"].get<double>(),
                 r["backward_gflops"].get<double>());
   }
-  std::printf("  %-32s %6s %9s %9s %9s %9.2f %5.1f%%  (the rest is bookkeeping between ops)\n", "all ops", "", "",
+  std::printf("  %-32s %6s %9s %9s %9s %9.2f %5.1f%%  (sum of per-op medians; the rest of the step is bookkeeping)\n", "all ops", "", "",
               "", "", sum, 100.0 * sum / step_ms);
 }
 
@@ -130,7 +148,7 @@ void add_bench(CLI::App& root) {
   app->add_option("--seed", f.seed, "Seed")->capture_default_str();
   app->add_option("--data", f.data, "Token data (default: uniform random tokens of --vocab)");
   app->add_flag("--json", f.json, "Print a JSON list of rows instead of the table");
-  app->add_flag("--profile", f.profile, "Also time every op (forward, recompute, backward) and print where each "
+  app->add_flag("--profile", f.profile, "Also time every op (forward, recompute, backward; medians over the timed steps) and print where each "
                                         "strategy's step goes (JSON: a \"profile\" list per row)");
   app->callback([flags]() {
     BenchFlags& f = *flags;
@@ -180,14 +198,16 @@ void add_bench(CLI::App& root) {
       if (f.profile) o.profile = &prof;
       Trainer t(o);
       std::vector<double> ms, chain_fwd_ms;
+      std::vector<autograd::OpProfile> step_profiles;
       StepMeasure last;
       for (int64_t st = 0; st < f.warmup + f.steps; ++st) {
         StepMeasure m;
-        if (st == f.warmup) prof.ops.clear();  // profile the timed steps only
+        prof.ops.clear();
         const double t0 = now();
         t.step(st, &m);
         const double dt = (now() - t0) * 1e3;
         if (st >= f.warmup) {
+          if (f.profile) step_profiles.push_back(prof);
           ms.push_back(dt);
           chain_fwd_ms.push_back(m.chain_forward_s * 1e3);
         }
@@ -228,7 +248,7 @@ void add_bench(CLI::App& root) {
       j["micro_batch"] = micro;
       j["seq"] = T;
       j["threads"] = omp_get_max_threads();
-      if (f.profile) j["profile"] = profile_json(prof, f.steps);
+      if (f.profile) j["profile"] = profile_json(step_profiles);
       rows.push_back(j);
       if (!f.json) {
         if (rows.size() == 1)
