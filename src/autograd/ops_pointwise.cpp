@@ -32,7 +32,9 @@ struct GeluNode : Node {
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     const Tensor inp = s.inp.get();
-    kernels::gelu_backward(g.get(s.inp.ref).span(), inp.cspan(), dout->cspan(), inp.numel());
+    bool fresh = false;  // first gradient into inp: written, no zero fill
+    Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
+    kernels::gelu_backward(dinp.span(), inp.cspan(), dout->cspan(), inp.numel(), fresh);
   }
 };
 
@@ -41,9 +43,14 @@ struct AddNode : Node {
   const char* op() const override { return "add"; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
-    // forward was: out = a + b, so da += dout, db += dout
-    kernels::add_inplace(g.get(a).span(), dout->cspan(), dout->numel());
-    kernels::add_inplace(g.get(b).span(), dout->cspan(), dout->numel());
+    // forward was: out = a + b, so da += dout, db += dout (a fresh gradient is a copy of dout: no zero
+    // fill; get_fresh keeps references valid, and a == b takes the add the second time)
+    for (const Ref* r : {&a, &b}) {
+      bool fresh = false;
+      Tensor& d = g.get_fresh(*r, &fresh);
+      if (fresh) kernels::assign(d.span(), dout->cspan(), dout->numel());
+      else kernels::add_inplace(d.span(), dout->cspan(), dout->numel());
+    }
   }
 };
 

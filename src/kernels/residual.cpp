@@ -35,4 +35,12 @@ void add_inplace(std::span<float> dst, std::span<const float> src, int64_t N) {
   for (int64_t i = 0; i < N; ++i) o[i] += s[i];
 }
 
+void assign(std::span<float> dst, std::span<const float> src, int64_t N) {
+  REMAT_ASSERT(int64_t(dst.size()) >= N && int64_t(src.size()) >= N, "assign: span too small");
+  float* o = dst.data();
+  const float* s = src.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) o[i] = s[i];
+}
+
 }  // namespace remat::kernels

@@ -14,4 +14,7 @@ void residual_backward(std::span<float> da, std::span<float> db, std::span<const
 // dst[i] += src[i] for i < N.
 void add_inplace(std::span<float> dst, std::span<const float> src, int64_t N);
 
+// dst[i] = src[i] for i < N: the first gradient into a fresh buffer, instead of a zero fill and an add.
+void assign(std::span<float> dst, std::span<const float> src, int64_t N);
+
 }  // namespace remat::kernels

@@ -62,3 +62,12 @@ TEST(Gelu, BitIdenticalAcrossRunsThreadsAndOffsets) {
   gelu_forward(sub, std::span<const float>(x).subspan(3), N - 3);
   EXPECT_TRUE(bit_equal(sub, std::span<const float>(r1).subspan(3, N - 3)));
 }
+
+TEST(Gelu, BackwardOverwriteIgnoresOldContentsAndEqualsAccumulatingIntoZero) {
+  const int64_t N = 1003;
+  auto x = randn(N, 4, 3.0f), d = randn(N, 5);
+  std::vector<float> acc(N, 0.0f), over(N, std::nanf(""));
+  gelu_backward(acc, x, d, N);
+  gelu_backward(over, x, d, N, /*overwrite=*/true);
+  for (int64_t i = 0; i < N; ++i) ASSERT_EQ(over[i], acc[i]) << i;  // == : 0 + g and g differ only in the sign of 0
+}

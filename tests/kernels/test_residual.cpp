@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "fd_check.h"
@@ -41,4 +42,12 @@ TEST(Residual, BackwardAccumulatesExactly) {
     ASSERT_EQ(da[i], da0[i] + d[i]);
     ASSERT_EQ(db[i], db0[i] + d[i]);
   }
+}
+
+TEST(Residual, AssignCopiesExactly) {
+  const int64_t N = 1001;
+  auto s = randn(N, 8);
+  std::vector<float> d(N, std::nanf(""));
+  assign(d, s, N);
+  EXPECT_TRUE(bit_equal(d, s));
 }
