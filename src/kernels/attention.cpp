@@ -1,7 +1,11 @@
 // Naive causal attention: materialises the (T, T) scores per (b, h). See attention.h.
+//
+// Work is done in tiles of kRB queries. The products run on the flash kernel's AVX-512 micro-kernel
+// (tile::gemm), row-major: query rows x key columns. Per group of 16 query rows only the keys up to
+// the group's last row are multiplied, so the causal mask wastes at most a 16 x 16 triangle per group
+// instead of a kRB-row block. K^T and V (forward), V^T and K (backward) are packed contiguously first.
 #include "kernels/attention.h"
 
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/flash_attention.h"  // tile::gemm, tile::pack_*
 #include "kernels/philox.h"
 #include "kernels/simd.h"
 
@@ -23,16 +28,33 @@
 namespace remat::kernels {
 namespace {
 
-// Row-block size for the triangular GEMMs: block [i0, i0+kRB) of queries only multiplies keys
-// 0..i0+kRB-1, so about half of the T x T work is skipped.
-constexpr int64_t kRB = 128;
+// Queries per tile: the forward's work item, the backward's step. A multiple of 16, so 16-row groups
+// of a tile start at multiples of 16 in absolute query index.
+constexpr int64_t kRB = 64;
 
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
-int64_t per_thread_floats(int64_t T) {
-  // dP/dS (T*T) + dropped probs (T*T) + keep bits ((T+63)/64 uint64 = 2 floats each).
-  return round16(2 * T * T + 2 * ((T + 63) / 64) + 2);
-}
+// Per-thread workspace (floats), with Tp = round16(T) + 16: T-long rows are padded so that rows of
+// the micro-kernel's operands do not alias in L1 (a stride of 1024 floats maps them to one set).
+//   X0 [HS x Tp]  scaled K^T (forward) | V^T (backward)
+//   X1 [Tp x HS]  V (forward) | K (backward), contiguous rows
+//   R0 [kRB x Tp] dropped probs of the tile (forward: only when p > 0)
+//   R1 [kRB x Tp] dPd -> dS of the tile (backward)
+//   Qp, dOp [kRB x HS] the tile's Q and dO rows (backward)
+//   keep bits of one row ((T+63)/64 uint64 = 2 floats each)
+struct Layout {
+  int64_t tp, x0, x1, r0, r1, qp, dop, bits, total;
+  Layout(int64_t T, int64_t HS) : tp(round16(T) + 16) {
+    x0 = 0;
+    x1 = x0 + round16(HS * tp);
+    r0 = x1 + round16(tp * HS);
+    r1 = r0 + kRB * tp;
+    qp = r1 + kRB * tp;
+    dop = qp + round16(kRB * HS);
+    bits = dop + round16(kRB * HS);
+    total = bits + round16(2 * ((T + 63) / 64));
+  }
+};
 
 // Threads to run on: as many as OpenMP offers and the workspace can hold.
 int threads_for(std::span<float> workspace, int64_t per_thread) {
@@ -175,7 +197,8 @@ void dropout_keep_bits(uint64_t* words, uint64_t seed, uint64_t start, int64_t n
 }
 
 int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads) {
-  return std::max<int64_t>(threads, 1) * per_thread_floats(T);
+  REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
+  return std::max<int64_t>(threads, 1) * Layout(T, C / NH).total;
 }
 
 namespace {
@@ -188,6 +211,10 @@ void check_args(size_t qkv, size_t out, size_t probs, int64_t B, int64_t T, int6
   REMAT_ASSERT(int64_t(probs) >= B * NH * T * T, "attention: probs too small");
   REMAT_ASSERT(p >= 0.f && p < 1.f, "attention: dropout p must be in [0, 1)");
 }
+
+// End (exclusive) of the columns that the 16-row group of query i reads in a tile of jend keys
+// starting at query i0 (see tile::Tri::ColsTo / KTo): row i's entries from i+1 up to there must be 0.
+int64_t group_end(int64_t i, int64_t i0, int64_t jend) { return std::min(jend, i0 + ((i - i0) / 16 + 1) * 16); }
 }  // namespace
 
 void attention_forward(std::span<float> out, std::span<float> probs, std::span<const float> qkv,
@@ -195,48 +222,52 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
                        uint64_t offset, std::span<float> workspace) {
   check_args(qkv.size(), out.size(), probs.size(), B, T, C, NH, p);
   if (B * T == 0) return;
-  const int64_t HS = C / NH, C3 = 3 * C, per = per_thread_floats(T);
+  const int64_t HS = C / NH, C3 = 3 * C;
+  const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
-  const int nthr = threads_for(workspace, per);
+  const int nthr = threads_for(workspace, L.total);
 
-  // dnnl_sgemm called inside an active OpenMP region runs single-threaded (checked with oneDNN 2.6:
-  // a 1024^3 sgemm issued by one thread of a 2-thread team takes the 1-thread time), so each (b, h)
-  // is computed by one thread with a fixed summation order.
+  // One (b, h) per iteration, so K^T and V are packed once per head; each writes its own rows of out
+  // and probs.
 #pragma omp parallel for schedule(static) num_threads(nthr)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     const int64_t b = bh / NH, h = bh % NH;
-    float* ws = workspace.data() + per * omp_get_thread_num();
-    float* Pd = ws;  // dropped probs (T*T) when p > 0
-    uint64_t* bits = reinterpret_cast<uint64_t*>(ws + 2 * T * T);
+    float* ws = workspace.data() + L.total * omp_get_thread_num();
+    float* KT = ws + L.x0;
+    float* Vp = ws + L.x1;
+    float* Pd = ws + L.r0;  // dropped probs of the tile when p > 0
+    uint64_t* bits = reinterpret_cast<uint64_t*>(ws + L.bits);
     const float* Q = qkv.data() + b * T * C3 + h * HS;
     const float* K = Q + C;
     const float* V = Q + 2 * C;
-    float* S = probs.data() + bh * T * T;
-    float* O = out.data() + b * T * C + h * HS;
-
-    // S = scale * Q K^T, lower-triangular row blocks only.
+    tile::pack_t(KT, L.tp, K, C3, T, round16(T), HS, scale);
+    tile::pack_rows(Vp, V, C3, T, HS);
     for (int64_t i0 = 0; i0 < T; i0 += kRB) {
-      const int64_t rows = std::min(kRB, T - i0), ncols = i0 + rows;
-      dnnl_sgemm('N', 'T', rows, ncols, HS, scale, Q + i0 * C3, C3, K, C3, 0.f, S + i0 * T, T);
-    }
-    for (int64_t i = 0; i < T; ++i) softmax_row(S + i * T, i + 1, T);
+      const int64_t ni = std::min(kRB, T - i0), jend = i0 + ni;
+      float* S = probs.data() + (bh * T + i0) * T;
+      float* O = out.data() + (b * T + i0) * C + h * HS;
 
-    const float* A = S;
-    if (p > 0.f) {  // Pd = P * keep / (1-p); zero above the diagonal up to the row block's end.
-      for (int64_t i = 0; i < T; ++i) {
-        const float* pr = S + i * T;
-        float* dr = Pd + i * T;
-        dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i) * T), i + 1, p);
-        apply_keep(dr, pr, bits, i + 1, inv_keep);
-        std::fill(dr + i + 1, dr + std::min(T, (i / kRB + 1) * kRB), 0.f);
+      // S = Q (scale K)^T for keys 0..jend-1, then the causal softmax of each row (which also writes
+      // the masked part of the row as 0).
+      tile::gemm(false, tile::Tri::ColsTo, -i0, ni, jend, HS, Q + i0 * C3, C3, 1, KT, L.tp, S, T);
+      for (int64_t ii = 0; ii < ni; ++ii) softmax_row(S + ii * T, i0 + ii + 1, T);
+
+      const float* A = S;
+      int64_t lda = T;
+      if (p > 0.f) {  // Pd = P * keep / (1-p), zero above the diagonal up to the row's group end.
+        for (int64_t ii = 0; ii < ni; ++ii) {
+          const int64_t i = i0 + ii;
+          float* dr = Pd + ii * L.tp;
+          dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i) * T), i + 1, p);
+          apply_keep(dr, S + ii * T, bits, i + 1, inv_keep);
+          std::fill(dr + i + 1, dr + group_end(i, i0, jend), 0.f);
+        }
+        A = Pd;
+        lda = L.tp;
       }
-      A = Pd;
-    }
-    // out = Pd V.
-    for (int64_t i0 = 0; i0 < T; i0 += kRB) {
-      const int64_t rows = std::min(kRB, T - i0), ncols = i0 + rows;
-      dnnl_sgemm('N', 'N', rows, HS, ncols, 1.f, A + i0 * T, T, V, C3, 0.f, O + i0 * C, C);
+      // out = Pd V.
+      tile::gemm(false, tile::Tri::KTo, -i0, ni, HS, jend, A, lda, 1, Vp, HS, O, C);
     }
   }
 }
@@ -247,78 +278,86 @@ void attention_backward(std::span<float> dqkv, std::span<const float> dout, std:
   check_args(qkv.size(), dout.size(), probs.size(), B, T, C, NH, p);
   REMAT_ASSERT(int64_t(dqkv.size()) >= B * T * 3 * C, "attention: dqkv too small");
   if (B * T == 0) return;
-  const int64_t HS = C / NH, C3 = 3 * C, per = per_thread_floats(T);
+  const int64_t HS = C / NH, C3 = 3 * C;
+  const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
-  const int nthr = threads_for(workspace, per);
+  const int nthr = threads_for(workspace, L.total);
 
+  // One (b, h) per iteration: it owns that head's dQ, dK, dV, which it accumulates over query tiles
+  // in a fixed order.
 #pragma omp parallel for schedule(static) num_threads(nthr)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     const int64_t b = bh / NH, h = bh % NH;
-    float* ws = workspace.data() + per * omp_get_thread_num();
-    float* dS = ws;          // dPd, then dS in place (T*T)
-    float* Pd = ws + T * T;  // dropped probs (T*T) when p > 0
-    uint64_t* bits = reinterpret_cast<uint64_t*>(ws + 2 * T * T);
+    float* ws = workspace.data() + L.total * omp_get_thread_num();
+    float* VT = ws + L.x0;
+    float* Kp = ws + L.x1;
+    float* Pd = ws + L.r0;  // dropped probs of the tile
+    float* dS = ws + L.r1;  // dPd, then dS in place
+    float* Qp = ws + L.qp;
+    float* dOp = ws + L.dop;
+    uint64_t* bits = reinterpret_cast<uint64_t*>(ws + L.bits);
     const float* Q = qkv.data() + b * T * C3 + h * HS;
     const float* K = Q + C;
     const float* V = Q + 2 * C;
-    const float* P = probs.data() + bh * T * T;
     const float* dO = dout.data() + b * T * C + h * HS;
     float* dQ = dqkv.data() + b * T * C3 + h * HS;
     float* dK = dQ + C;
     float* dV = dQ + 2 * C;
 
-    // Forward: out = Pd V with Pd = P * mask / (1-p).  =>  dPd = dOut V^T, dV += Pd^T dOut.
+    tile::pack_t(VT, L.tp, V, C3, T, round16(T), HS, 1.f);
+    tile::pack_rows(Kp, K, C3, T, HS);
     for (int64_t i0 = 0; i0 < T; i0 += kRB) {
-      const int64_t rows = std::min(kRB, T - i0), ncols = i0 + rows;
-      dnnl_sgemm('N', 'T', rows, ncols, HS, 1.f, dO + i0 * C, C, V, C3, 0.f, dS + i0 * T, T);
-    }
-    // Forward: P = softmax(S) row-wise  =>  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik),
-    // with dP = dPd * mask / (1-p); the 1/sqrt(HS) of S = scale * Q K^T is folded into dS.
-    for (int64_t i = 0; i < T; ++i) {
-      const float* pr = P + i * T;
-      float* sr = dS + i * T;
-      const int64_t n = i + 1, end = std::min(T, (i / kRB + 1) * kRB);
-      if (p > 0.f) {
-        float* dr = Pd + i * T;
-        dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i) * T), n, p);
-        apply_keep(dr, pr, bits, n, inv_keep);
-        apply_keep(sr, sr, bits, n, inv_keep);
+      const int64_t ni = std::min(kRB, T - i0), jend = i0 + ni;
+      const float* P = probs.data() + (bh * T + i0) * T;
+      tile::pack_rows(Qp, Q + i0 * C3, C3, ni, HS);
+      tile::pack_rows(dOp, dO + i0 * C, C, ni, HS);
+      // Forward: out = Pd V with Pd = P * mask / (1-p).  =>  dPd = dOut V^T.
+      tile::gemm(false, tile::Tri::ColsTo, -i0, ni, jend, HS, dO + i0 * C, C, 1, VT, L.tp, dS, L.tp);
+      // Forward: P = softmax(S) row-wise  =>  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik),
+      // with dP = dPd * mask / (1-p); the 1/sqrt(HS) of S = scale * Q K^T is folded into dS.
+      // Entries above the diagonal up to the row's group end are zeroed for the products below.
+      for (int64_t ii = 0; ii < ni; ++ii) {
+        const float* pr = P + ii * T;
+        float* sr = dS + ii * L.tp;
+        const int64_t n = i0 + ii + 1, end = group_end(i0 + ii, i0, jend);
+        // Pd row: P * keep / (1-p), or P itself, copied to the padded stride for the dV product.
+        float* dr = Pd + ii * L.tp;
+        if (p > 0.f) {
+          dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i0 + ii) * T), n, p);
+          apply_keep(dr, pr, bits, n, inv_keep);
+          apply_keep(sr, sr, bits, n, inv_keep);
+        } else {
+          std::copy(pr, pr + n, dr);
+        }
         std::fill(dr + n, dr + end, 0.f);
-      }
-      float d = 0.f;
+        float d = 0.f;
 #ifdef __AVX512F__
-      __m512 vd = _mm512_setzero_ps();
-      for (int64_t j = 0; j < n; j += 16) {
-        __mmask16 m = tail_mask(n - j);
-        vd = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, pr + j), _mm512_maskz_loadu_ps(m, sr + j), vd);
-      }
-      d = _mm512_reduce_add_ps(vd);
-      const __m512 vdd = _mm512_set1_ps(d), vsc = _mm512_set1_ps(scale);
-      for (int64_t j = 0; j < n; j += 16) {
-        __mmask16 m = tail_mask(n - j);
-        __m512 ds = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + j), vsc),
-                                  _mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr + j), vdd));
-        _mm512_mask_storeu_ps(sr + j, m, ds);
-      }
+        __m512 vd = _mm512_setzero_ps();
+        for (int64_t j = 0; j < n; j += 16) {
+          __mmask16 m = tail_mask(n - j);
+          vd = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, pr + j), _mm512_maskz_loadu_ps(m, sr + j), vd);
+        }
+        d = _mm512_reduce_add_ps(vd);
+        const __m512 vdd = _mm512_set1_ps(d), vsc = _mm512_set1_ps(scale);
+        for (int64_t j = 0; j < n; j += 16) {
+          __mmask16 m = tail_mask(n - j);
+          __m512 ds = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + j), vsc),
+                                    _mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr + j), vdd));
+          _mm512_mask_storeu_ps(sr + j, m, ds);
+        }
 #else
-      for (int64_t j = 0; j < n; ++j) d += pr[j] * sr[j];
-      for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * scale * (sr[j] - d);
+        for (int64_t j = 0; j < n; ++j) d += pr[j] * sr[j];
+        for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * scale * (sr[j] - d);
 #endif
-      std::fill(sr + n, sr + end, 0.f);
-    }
-    const float* A = p > 0.f ? Pd : P;
-    for (int64_t j0 = 0; j0 < T; j0 += kRB) {
-      const int64_t cols = std::min(kRB, T - j0);
-      // dV[j] += sum_{i >= j} Pd[i][j] dO[i]
-      dnnl_sgemm('T', 'N', cols, HS, T - j0, 1.f, A + j0 * T + j0, T, dO + j0 * C, C, 1.f, dV + j0 * C3, C3);
+        std::fill(sr + n, sr + end, 0.f);
+      }
+      // dQ_i += dS K
+      tile::gemm(true, tile::Tri::KTo, -i0, ni, HS, jend, dS, L.tp, 1, Kp, HS, dQ + i0 * C3, C3);
+      // dV[j] += sum_{i in tile, i >= j} Pd[i][j] dO[i]
+      tile::gemm(true, tile::Tri::KFrom, -i0, jend, HS, ni, Pd, 1, L.tp, dOp, HS, dV, C3);
       // Forward: S = scale * Q K^T  =>  dK += dS^T Q (scale already in dS)
-      dnnl_sgemm('T', 'N', cols, HS, T - j0, 1.f, dS + j0 * T + j0, T, Q + j0 * C3, C3, 1.f, dK + j0 * C3, C3);
-    }
-    // dQ += dS K
-    for (int64_t i0 = 0; i0 < T; i0 += kRB) {
-      const int64_t rows = std::min(kRB, T - i0), ncols = i0 + rows;
-      dnnl_sgemm('N', 'N', rows, HS, ncols, 1.f, dS + i0 * T, T, K, C3, 1.f, dQ + i0 * C3, C3);
+      tile::gemm(true, tile::Tri::KFrom, -i0, jend, HS, ni, dS, 1, L.tp, Qp, HS, dK, C3);
     }
   }
 }

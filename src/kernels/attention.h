@@ -1,6 +1,7 @@
 // Causal multi-head self-attention, naive ("materialised scores") version. This is the reference
-// for flash_attention.h and also the default fast path: per (b, h) it runs GEMMs (oneDNN sgemm) for
-// Q K^T and P V, only over the lower-triangular row blocks.
+// for flash_attention.h and also the default fast path: per (b, h) and tile of 64 queries it runs
+// Q K^T and P V on an AVX-512 register-blocked micro-kernel (the flash kernel's), skipping the keys
+// past each group of 16 queries, so the causal mask wastes at most a 16 x 16 triangle per group.
 //
 // Layout (GPT-2): qkv is (B, T, 3C) with q = qkv[b,t,0:C], k = qkv[b,t,C:2C], v = qkv[b,t,2C:3C];
 // head h owns channels h*HS..(h+1)*HS of each (HS = C/NH). out is (B, T, C), head h at channels
@@ -16,7 +17,8 @@
 // attention_workspace_floats(B, T, C, NH, threads) floats. The kernels run on
 // min(omp_get_max_threads(), threads-that-fit-in-workspace) OpenMP threads. Work is split over
 // (b, h) pairs and every output element is produced by one thread in a fixed order, so results are
-// bit-identical run to run (and do not depend on the thread count).
+// bit-identical run to run (and do not depend on the thread count). The backward accumulates dK, dV
+// into dqkv one query tile at a time.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -24,7 +26,7 @@
 namespace remat::kernels {
 
 // Floats of workspace that attention_forward / attention_backward need when run on `threads`
-// threads: 2*T*T (+ a few) per thread.
+// threads: about (2*HS + 128) * T per thread (packed K, V and two 64-query rows of scores).
 int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads);
 
 // out   (B, T, C)      : overwritten with softmax(QK^T/sqrt(HS), causal) [dropout] V.

@@ -32,6 +32,10 @@
 namespace remat::kernels {
 namespace {
 
+using tile::pack_rows;
+using tile::pack_t;
+using tile::Tri;
+
 constexpr int64_t Br = kFlashBr, Bc = kFlashBc;
 static_assert(Br % 16 == 0, "query tile must be a multiple of the vector width");
 static_assert(Bc <= 64, "keep bits of one query row in a tile must fit one uint64");
@@ -168,11 +172,12 @@ void gemm_nv(int64_t M, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, c
 
 // C[r][n] (+)= sum_k A[r*sa_r + k*sa_k] * B[k*ldb + n], r < M, n < N, k < K.
 // With ACC and rs != nullptr: C[r][n] = rs[r] * C[r][n] + sum_k ...
+// Columns go in chunks of 64 (6-row register blocks), so a 16-row group of gemm_tri splits 6+6+4.
 template <bool ACC>
 void gemm_bc(int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B,
              int64_t ldb, float* C, int64_t ldc, const float* rs = nullptr) {
-  for (int64_t n0 = 0; n0 < N; n0 += 128) {
-    const int64_t n = std::min<int64_t>(128, N - n0);
+  for (int64_t n0 = 0; n0 < N; n0 += 64) {
+    const int64_t n = std::min<int64_t>(64, N - n0);
     const int nv = int((n + 15) / 16);
     const __mmask16 last = tail_mask(n - 16 * (nv - 1));
     const float* b = B + n0;
@@ -207,15 +212,6 @@ void gemm_bc(int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int6
 }
 #endif
 
-// Causal structure of a diagonal tile, for skipping work that only multiplies masked zeros.
-// With d0 = j0 - i0, key row jj and query lane ii interact iff ii >= jj + d0.
-enum class Tri {
-  None,       // tile fully below the diagonal
-  LanesFrom,  // rows = keys jj, columns = queries: row jj needs columns >= jj + d0 (others left unwritten)
-  KFrom,      // rows = keys jj, k = queries: A(jj, ii) = 0 for ii < jj + d0
-  KTo,        // rows = queries ii, k = keys: A(ii, jj) = 0 for jj > ii - d0
-};
-
 // gemm_bc that skips, per group of 16 rows, the columns or k range that are all masked.
 // Skipped k terms are exact zeros, so results equal gemm_bc's (up to the sign of a zero).
 // rs: optional row scale as in gemm_bc (only for KTo / None).
@@ -224,13 +220,21 @@ void gemm_tri(Tri tri, int64_t d0, int64_t M, int64_t N, int64_t K, const float*
               const float* B, int64_t ldb, float* C, int64_t ldc, const float* rs = nullptr) {
   if (tri == Tri::None) return gemm_bc<ACC>(M, N, K, A, sa_r, sa_k, B, ldb, C, ldc, rs);
   constexpr int64_t G = 16;
-  for (int64_t g0 = 0; g0 < M; g0 += G) {
+  int64_t g0 = 0;
+  if (tri == Tri::KFrom && d0 <= 0) {  // the groups g0 <= -d0 need all of k: one call, better register blocking
+    g0 = std::min(M, (-d0 / G + 1) * G);
+    gemm_bc<ACC>(g0, N, K, A, sa_r, sa_k, B, ldb, C, ldc);
+  }
+  for (; g0 < M; g0 += G) {
     const int64_t mg = std::min(G, M - g0);
     const float* a = A + g0 * sa_r;
     float* c = C + g0 * ldc;
     if (tri == Tri::LanesFrom) {
       const int64_t ls = std::clamp<int64_t>(g0 + d0, 0, N) / 16 * 16;
       if (ls < N) gemm_bc<ACC>(mg, N - ls, K, a, sa_r, sa_k, B + ls, ldb, c + ls, ldc);
+    } else if (tri == Tri::ColsTo) {
+      const int64_t ne = std::clamp<int64_t>(g0 + mg - d0, 0, N);
+      if (ne > 0) gemm_bc<ACC>(mg, ne, K, a, sa_r, sa_k, B, ldb, c, ldc);
     } else if (tri == Tri::KFrom) {
       const int64_t kb = std::clamp<int64_t>(g0 + d0, 0, K);
       if (kb < K || !ACC) gemm_bc<ACC>(mg, N, K - kb, a + kb * sa_k, sa_r, sa_k, B + kb * ldb, ldb, c, ldc);
@@ -270,8 +274,11 @@ inline void transpose16(__m512 r[16]) {
 }
 #endif
 
-// XT[d][ii] = mul * X[(i0+ii)*ld + d] for ii < ni, 0 for ni <= ii < Nq.
-void pack_t(float* XT, const float* X, int64_t ld, int64_t ni, int64_t Nq, int64_t HS, float mul) {
+}  // namespace
+
+namespace tile {
+
+void pack_t(float* XT, int64_t ldt, const float* X, int64_t ld, int64_t ni, int64_t Nq, int64_t HS, float mul) {
 #ifdef __AVX512F__
   const __m512 vm = _mm512_set1_ps(mul);
   for (int64_t i0 = 0; i0 < Nq; i0 += 16)
@@ -283,18 +290,17 @@ void pack_t(float* XT, const float* X, int64_t ld, int64_t ni, int64_t Nq, int64
         r[i] = i0 + i < ni ? _mm512_maskz_loadu_ps(cm, X + (i0 + i) * ld + d0) : _mm512_setzero_ps();
       transpose16(r);
       for (int64_t c = 0; c < std::min<int64_t>(16, HS - d0); ++c)
-        _mm512_storeu_ps(XT + (d0 + c) * Br + i0, _mm512_mul_ps(r[c], vm));
+        _mm512_storeu_ps(XT + (d0 + c) * ldt + i0, _mm512_mul_ps(r[c], vm));
     }
 #else
   for (int64_t ii = 0; ii < ni; ++ii) {
     const float* row = X + ii * ld;
-    for (int64_t d = 0; d < HS; ++d) XT[d * Br + ii] = row[d] * mul;
+    for (int64_t d = 0; d < HS; ++d) XT[d * ldt + ii] = row[d] * mul;
   }
-  for (int64_t d = 0; d < HS; ++d) std::fill(XT + d * Br + ni, XT + d * Br + Nq, 0.f);
+  for (int64_t d = 0; d < HS; ++d) std::fill(XT + d * ldt + ni, XT + d * ldt + Nq, 0.f);
 #endif
 }
 
-// dst[r][d] = src[r*ld + d], r < n, d < HS.
 void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t HS) {
 #ifdef __AVX512F__
   for (int64_t r = 0; r < n; ++r)
@@ -306,6 +312,18 @@ void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t HS) 
   for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * HS, src + r * ld, size_t(HS) * sizeof(float));
 #endif
 }
+
+void gemm(bool acc, Tri tri, int64_t d0, int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k,
+          const float* B, int64_t ldb, float* C, int64_t ldc) {
+  if (acc)
+    gemm_tri<true>(tri, d0, M, N, K, A, sa_r, sa_k, B, ldb, C, ldc);
+  else
+    gemm_tri<false>(tri, d0, M, N, K, A, sa_r, sa_k, B, ldb, C, ldc);
+}
+
+}  // namespace tile
+
+namespace {
 
 // Keep bits for the tile: bit jj of bits[ii] = keep(i0+ii, j0+jj); 0 for ii >= ni.
 void tile_bits(uint64_t* bits, int64_t ni, int64_t Nq, int64_t nj, uint64_t row_base, int64_t T, int64_t i0,
@@ -339,7 +357,7 @@ void forward_tile(const Dims& D, int64_t bh, int64_t i0, const float* qkv, float
   const int64_t ni = std::min(Br, T - i0), Nq = round16(ni), jend = i0 + ni;
   const uint64_t row_base = D.offset + uint64_t(bh * T * T);
 
-  pack_t(QT, Q + i0 * C3, C3, ni, Nq, HS, D.scale);
+  pack_t(QT, Br, Q + i0 * C3, C3, ni, Nq, HS, D.scale);
   std::fill(m, m + Nq, -std::numeric_limits<float>::infinity());
   std::fill(l, l + Nq, 0.f);
   std::fill(O, O + ni * HS, 0.f);
@@ -436,8 +454,8 @@ void backward_bh(const Dims& D, int64_t bh, const float* qkv, const float* out, 
 
   for (int64_t i0 = 0; i0 < T; i0 += Br) {
     const int64_t ni = std::min(Br, T - i0), Nq = round16(ni), jend = i0 + ni;
-    pack_t(QT, Q + i0 * C3, C3, ni, Nq, HS, D.scale);
-    pack_t(dOT, dO + i0 * C, C, ni, Nq, HS, 1.f);
+    pack_t(QT, Br, Q + i0 * C3, C3, ni, Nq, HS, D.scale);
+    pack_t(dOT, Br, dO + i0 * C, C, ni, Nq, HS, 1.f);
     pack_rows(Qp, Q + i0 * C3, C3, ni, HS);
     pack_rows(dOp, dO + i0 * C, C, ni, HS);
     // D_i = rowsum(dO_i * O_i) = sum_j Pd_ij dPd_ij (the softmax-backward row term).

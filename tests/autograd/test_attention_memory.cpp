@@ -55,7 +55,7 @@ TEST(AttentionMemory, FlashPeakIsLinearInTNaiveHoldsTheScores) {
   EXPECT_LE(flash_4k, bound(4096));
   EXPECT_EQ(ws1, ws4) << "the flash workspace must not grow with T";
   EXPECT_LT(double(flash_4k) / double(flash_1k), 4.5) << "quadrupling T must not grow the peak 16x";
-  // The naive twin holds B*NH*T*T probabilities (saved) and its T*T workspace: the test can fail.
+  // The naive twin holds B*NH*T*T probabilities (saved): the test can fail.
   EXPECT_GE(naive_1k, size_t(B * NH * 1024 * 1024 * 4));
   EXPECT_GT(naive_1k, 4 * flash_1k);
 }

@@ -128,6 +128,6 @@ TEST(FlashAttention, WorkspaceDoesNotGrowWithT) {
     EXPECT_EQ(w4k, flash_attention_workspace_floats(2, 64, C, 12, 2));
     // O(tile * (HS + tile)) per thread.
     EXPECT_LE(w4k, 2 * (4 * (kFlashBr + kFlashBc) * (HS + kFlashBc)));
-    EXPECT_LT(w4k, attention_workspace_floats(2, 1024, C, 12, 2) / 10);
+    EXPECT_LT(w4k, attention_workspace_floats(2, 4096, C, 12, 2) / 10);  // the naive one is O(T * (HS + tile))
   }
 }
