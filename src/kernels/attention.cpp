@@ -1,21 +1,19 @@
 // Naive causal attention: materialises the (T, T) scores per (b, h). See attention.h.
 //
-// Work is done in tiles of kRB queries. The products run on the flash kernel's AVX-512 micro-kernel
-// (tile::gemm), row-major: query rows x key columns. Per group of 16 query rows only the keys up to
-// the group's last row are multiplied, so the causal mask wastes at most a 16 x 16 triangle per group
-// instead of a kRB-row block. K^T and V (forward), V^T and K (backward) are packed contiguously first.
+// Work is done in tiles of kRB queries. The products run on the shared AVX-512 micro-kernel
+// (tile::gemm, attention_tile.h), row-major: query rows x key columns. Per group of 16 query rows
+// only the keys up to the group's last row are multiplied, so the causal mask wastes at most a
+// 16 x 16 triangle per group instead of a kRB-row block. K^T and V (forward), V^T and K (backward) are packed contiguously first.
 #include "kernels/attention.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "core/error.h"
-#include "kernels/flash_attention.h"  // tile::gemm, tile::pack_*
-#include "kernels/philox.h"
+#include "kernels/attention_tile.h"
 #include "kernels/simd.h"
 
 #ifdef __AVX512F__
@@ -63,58 +61,6 @@ int threads_for(std::span<float> workspace, int64_t per_thread) {
   REMAT_ASSERT(reinterpret_cast<uintptr_t>(workspace.data()) % 8 == 0, "attention: workspace must be 8-byte aligned");
   return int(std::min<int64_t>(omp_get_max_threads(), fit));
 }
-
-// keep iff (bits >> 8) * 2^-24 >= p  <=>  (bits >> 8) >= ceil(p * 2^24)  (all values exact).
-uint32_t keep_threshold(float p) {
-  if (!(p > 0.f)) return 0;
-  double t = std::ceil(double(p) * 16777216.0);
-  return t >= 16777216.0 ? 16777216u : uint32_t(t);
-}
-
-#ifdef __AVX512F__
-
-// Philox4x32-10 on 16 consecutive counters ctr..ctr+15 (ctr_hi = 0), returning the 4 output words
-// per counter. Bit-identical to philox4x32() in philox.h.
-inline void philox16(uint64_t ctr, uint64_t key, __m512i out[4]) {
-  alignas(64) uint32_t lo[16], hi[16];
-  for (int k = 0; k < 16; ++k) {
-    uint64_t c = ctr + uint64_t(k);
-    lo[k] = uint32_t(c);
-    hi[k] = uint32_t(c >> 32);
-  }
-  __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi);
-  __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
-  const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
-  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
-  for (int r = 0; r < 10; ++r) {
-    __m512i e0 = _mm512_mul_epu32(c0, m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
-    __m512i e1 = _mm512_mul_epu32(c2, m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1);
-    __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
-    __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
-    __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
-    __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
-    __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(int(k0)));
-    __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(int(k1)));
-    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
-}
-
-// Keep bits of the 64 elements 4*ctr .. 4*ctr+63.
-inline uint64_t keep64(uint64_t ctr, uint64_t seed, __m512i thr) {
-  __m512i w[4];
-  philox16(ctr, seed, w);
-  uint64_t bits = 0;
-  static constexpr uint64_t kSpread = 0x1111111111111111ull;
-  for (int j = 0; j < 4; ++j) {
-    __mmask16 m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(w[j], 8), thr);
-    bits |= _pdep_u64(uint64_t(m), kSpread << j);
-  }
-  return bits;
-}
-#endif
 
 // out = softmax(row[0..n)) in place (row already scaled); row[n..end) = 0.
 void softmax_row(float* row, int64_t n, int64_t end) {
@@ -166,35 +112,6 @@ void apply_keep(float* dst, const float* src, const uint64_t* bits, int64_t n, f
 
 }  // namespace
 
-void dropout_keep_bits(uint64_t* words, uint64_t seed, uint64_t start, int64_t n, float p) {
-  if (n <= 0) return;
-  const int64_t nw = (n + 63) / 64;
-#ifdef __AVX512F__
-  const __m512i thr = _mm512_set1_epi32(int(keep_threshold(p)));
-  const uint64_t ctr = start >> 2;
-  const unsigned shift = unsigned(start & 3);
-  uint64_t cur = keep64(ctr, seed, thr);
-  for (int64_t w = 0; w < nw; ++w) {
-    uint64_t v = cur >> shift;
-    // The next chunk is needed for the next word, or for this word's top `shift` bits.
-    const int64_t last = int64_t(shift) + std::min<int64_t>(n, 64 * (w + 1)) - 1;  // stream index
-    if (w + 1 < nw || last >= 64 * (w + 1)) {
-      uint64_t next = keep64(ctr + 16 * uint64_t(w + 1), seed, thr);
-      if (shift != 0) v |= next << (64 - shift);
-      cur = next;
-    }
-    words[w] = v;
-  }
-#else
-  for (int64_t w = 0; w < nw; ++w) {
-    uint64_t v = 0;
-    for (int64_t k = 0; k < 64 && w * 64 + k < n; ++k)
-      v |= uint64_t(dropout_keep(seed, start + uint64_t(w * 64 + k), p)) << k;
-    words[w] = v;
-  }
-#endif
-  if (n % 64) words[nw - 1] &= (uint64_t(1) << (n % 64)) - 1;
-}
 
 int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads) {
   REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");

@@ -1,7 +1,8 @@
 // Causal multi-head self-attention, naive ("materialised scores") version. This is the reference
 // for flash_attention.h and also the default fast path: per (b, h) and tile of 64 queries it runs
-// Q K^T and P V on an AVX-512 register-blocked micro-kernel (the flash kernel's), skipping the keys
-// past each group of 16 queries, so the causal mask wastes at most a 16 x 16 triangle per group.
+// Q K^T and P V on an AVX-512 register-blocked micro-kernel (attention_tile.h, shared with the flash
+// kernel), skipping the keys past each group of 16 queries, so the causal mask wastes at most a
+// 16 x 16 triangle per group.
 //
 // Layout (GPT-2): qkv is (B, T, 3C) with q = qkv[b,t,0:C], k = qkv[b,t,C:2C], v = qkv[b,t,2C:3C];
 // head h owns channels h*HS..(h+1)*HS of each (HS = C/NH). out is (B, T, C), head h at channels
@@ -10,8 +11,8 @@
 // Attention dropout: probability element (b,h,i,j) is kept iff
 //   dropout_keep(seed, offset + ((b*NH + h)*T + i)*T + j, p)
 // and kept values are scaled by 1/(1-p). The mask is a pure function of (seed, offset), so the
-// backward pass regenerates it instead of storing it; flash_attention uses the same index. p = 0
-// disables dropout.
+// backward pass regenerates it instead of storing it (dropout_keep_bits, attention_tile.h);
+// flash_attention uses the same index. p = 0 disables dropout.
 //
 // Kernels never allocate: scratch comes from `workspace`, which must hold at least
 // attention_workspace_floats(B, T, C, NH, threads) floats. The kernels run on
@@ -40,10 +41,5 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
 void attention_backward(std::span<float> dqkv, std::span<const float> dout, std::span<const float> qkv,
                         std::span<const float> probs, int64_t B, int64_t T, int64_t C, int64_t NH,
                         float p, uint64_t seed, uint64_t offset, std::span<float> workspace);
-
-// Dropout keep mask as bits: bit k of words[k / 64] = dropout_keep(seed, start + k, p), k < n.
-// words must hold (n + 63) / 64 entries; bits past n in the last word are 0. Vectorised with
-// AVX-512 where available; shared by the naive and flash attention kernels.
-void dropout_keep_bits(uint64_t* words, uint64_t seed, uint64_t start, int64_t n, float p);
 
 }  // namespace remat::kernels

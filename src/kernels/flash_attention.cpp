@@ -4,22 +4,20 @@
 // ST[jj][ii] = s(i0+ii, j0+jj), so the vector lanes run over queries. The per-query online softmax
 // (max, sum) then reduces vertically across rows with no horizontal reductions, and no score tile
 // ever needs transposing: only Q^T (and dO^T) are packed, once per query tile.
-// All small matrix products go through one AVX-512 register-blocked micro-kernel (gemm_bc, 6 rows x
-// 64 columns of accumulators for HS = 64) that computes C = A B with A read at arbitrary (row, k)
-// strides, so A^T operands cost nothing. On diagonal tiles gemm_tri skips, per 16 rows, the part
-// that only multiplies masked zeros. The forward's online-softmax rescale of O is fused into the
-// P V micro-kernel.
+// All small matrix products run on the shared micro-kernel (tile::gemm, attention_tile.h), which reads
+// A at arbitrary (row, k) strides, so A^T operands cost nothing; on diagonal tiles it skips, per 16
+// rows, the part that only multiplies masked zeros. The forward's online-softmax rescale of O is
+// fused into the P V product (tile::gemm's row scale).
 #include "kernels/flash_attention.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "core/error.h"
-#include "kernels/attention.h"  // dropout_keep_bits
+#include "kernels/attention_tile.h"
 #include "kernels/simd.h"
 
 #ifdef __AVX512F__
@@ -32,6 +30,7 @@
 namespace remat::kernels {
 namespace {
 
+using tile::gemm;
 using tile::pack_rows;
 using tile::pack_t;
 using tile::Tri;
@@ -94,236 +93,9 @@ inline __mmask16 keep_mask(__m512i lo, __m512i hi, int64_t jj) {
   return __mmask16(_mm512_test_epi64_mask(lo, b) | (unsigned(_mm512_test_epi64_mask(hi, b)) << 8));
 }
 
-// Register-blocked micro-kernel: C[r][n] (+)= sum_k A[r*sa_r + k*sa_k] * B[k*ldb + n] for r < R,
-// n < 16*NV (last vector masked by `last`).
-// With ACC and rs != nullptr, C row r is first multiplied by rs[r].
-template <int R, int NV, bool ACC>
-inline void micro(int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B, int64_t ldb,
-                  float* C, int64_t ldc, __mmask16 last, const float* rs) {
-  __m512 acc[R][NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) {
-      if constexpr (ACC)
-        acc[r][v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, C + r * ldc + 16 * v) : _mm512_loadu_ps(C + r * ldc + 16 * v);
-      else
-        acc[r][v] = _mm512_setzero_ps();
-    }
-  if (ACC && rs) {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m512 sc = _mm512_set1_ps(rs[r]);
-#pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_mul_ps(acc[r][v], sc);
-    }
-  }
-  for (int64_t k = 0; k < K; ++k) {
-    __m512 b[NV];
-    const float* bk = B + k * ldb;
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) b[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, bk + 16 * v) : _mm512_loadu_ps(bk + 16 * v);
-    const float* ak = A + k * sa_k;
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(ak[r * sa_r]);
-#pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) {
-      if (v == NV - 1)
-        _mm512_mask_storeu_ps(C + r * ldc + 16 * v, last, acc[r][v]);
-      else
-        _mm512_storeu_ps(C + r * ldc + 16 * v, acc[r][v]);
-    }
-}
-
-template <int NV>
-constexpr int rows_for() {
-  return NV <= 2 ? 8 : NV == 3 ? 7 : NV == 4 ? 6 : NV == 5 ? 4 : NV == 6 ? 4 : 3;
-}
-
-template <int NV, bool ACC, int R>
-inline void micro_rows(int rem, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B,
-                       int64_t ldb, float* C, int64_t ldc, __mmask16 last, const float* rs) {
-  if constexpr (R >= 1) {
-    if (rem == R)
-      micro<R, NV, ACC>(K, A, sa_r, sa_k, B, ldb, C, ldc, last, rs);
-    else
-      micro_rows<NV, ACC, R - 1>(rem, K, A, sa_r, sa_k, B, ldb, C, ldc, last, rs);
-  }
-}
-
-template <int NV, bool ACC>
-void gemm_nv(int64_t M, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B, int64_t ldb,
-             float* C, int64_t ldc, __mmask16 last, const float* rs) {
-  constexpr int R = rows_for<NV>();
-  int64_t r = 0;
-  for (; r + R <= M; r += R)
-    micro<R, NV, ACC>(K, A + r * sa_r, sa_r, sa_k, B, ldb, C + r * ldc, ldc, last, rs ? rs + r : nullptr);
-  if (r < M)
-    micro_rows<NV, ACC, R - 1>(int(M - r), K, A + r * sa_r, sa_r, sa_k, B, ldb, C + r * ldc, ldc, last,
-                               rs ? rs + r : nullptr);
-}
-
-// C[r][n] (+)= sum_k A[r*sa_r + k*sa_k] * B[k*ldb + n], r < M, n < N, k < K.
-// With ACC and rs != nullptr: C[r][n] = rs[r] * C[r][n] + sum_k ...
-// Columns go in chunks of 64 (6-row register blocks), so a 16-row group of gemm_tri splits 6+6+4.
-template <bool ACC>
-void gemm_bc(int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B,
-             int64_t ldb, float* C, int64_t ldc, const float* rs = nullptr) {
-  for (int64_t n0 = 0; n0 < N; n0 += 64) {
-    const int64_t n = std::min<int64_t>(64, N - n0);
-    const int nv = int((n + 15) / 16);
-    const __mmask16 last = tail_mask(n - 16 * (nv - 1));
-    const float* b = B + n0;
-    float* c = C + n0;
-    switch (nv) {
-      case 1: gemm_nv<1, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
-      case 2: gemm_nv<2, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
-      case 3: gemm_nv<3, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
-      case 4: gemm_nv<4, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
-      case 5: gemm_nv<5, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
-      case 6: gemm_nv<6, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
-      case 7: gemm_nv<7, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
-      default: gemm_nv<8, ACC>(M, K, A, sa_r, sa_k, b, ldb, c, ldc, last, rs); break;
-    }
-  }
-}
-#else
-template <bool ACC>
-void gemm_bc(int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k, const float* B,
-             int64_t ldb, float* C, int64_t ldc, const float* rs = nullptr) {
-  for (int64_t r = 0; r < M; ++r) {
-    float* c = C + r * ldc;
-    if (!ACC) std::fill(c, c + N, 0.f);
-    if (ACC && rs)
-      for (int64_t n = 0; n < N; ++n) c[n] *= rs[r];
-    for (int64_t k = 0; k < K; ++k) {
-      const float a = A[r * sa_r + k * sa_k];
-      const float* b = B + k * ldb;
-      for (int64_t n = 0; n < N; ++n) c[n] += a * b[n];
-    }
-  }
-}
 #endif
-
-// gemm_bc that skips, per group of 16 rows, the columns or k range that are all masked.
-// Skipped k terms are exact zeros, so results equal gemm_bc's (up to the sign of a zero).
-// rs: optional row scale as in gemm_bc (only for KTo / None).
-template <bool ACC>
-void gemm_tri(Tri tri, int64_t d0, int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k,
-              const float* B, int64_t ldb, float* C, int64_t ldc, const float* rs = nullptr) {
-  if (tri == Tri::None) return gemm_bc<ACC>(M, N, K, A, sa_r, sa_k, B, ldb, C, ldc, rs);
-  constexpr int64_t G = 16;
-  int64_t g0 = 0;
-  if (tri == Tri::KFrom && d0 <= 0) {  // the groups g0 <= -d0 need all of k: one call, better register blocking
-    g0 = std::min(M, (-d0 / G + 1) * G);
-    gemm_bc<ACC>(g0, N, K, A, sa_r, sa_k, B, ldb, C, ldc);
-  }
-  for (; g0 < M; g0 += G) {
-    const int64_t mg = std::min(G, M - g0);
-    const float* a = A + g0 * sa_r;
-    float* c = C + g0 * ldc;
-    if (tri == Tri::LanesFrom) {
-      const int64_t ls = std::clamp<int64_t>(g0 + d0, 0, N) / 16 * 16;
-      if (ls < N) gemm_bc<ACC>(mg, N - ls, K, a, sa_r, sa_k, B + ls, ldb, c + ls, ldc);
-    } else if (tri == Tri::ColsTo) {
-      const int64_t ne = std::clamp<int64_t>(g0 + mg - d0, 0, N);
-      if (ne > 0) gemm_bc<ACC>(mg, ne, K, a, sa_r, sa_k, B, ldb, c, ldc);
-    } else if (tri == Tri::KFrom) {
-      const int64_t kb = std::clamp<int64_t>(g0 + d0, 0, K);
-      if (kb < K || !ACC) gemm_bc<ACC>(mg, N, K - kb, a + kb * sa_k, sa_r, sa_k, B + kb * ldb, ldb, c, ldc);
-    } else {
-      const int64_t ke = std::clamp<int64_t>(g0 + mg - d0, 0, K);
-      if (ke > 0 || !ACC || rs) gemm_bc<ACC>(mg, N, ke, a, sa_r, sa_k, B, ldb, c, ldc, rs ? rs + g0 : nullptr);
-    }
-  }
-}
 
 inline bool keep_bit(const uint64_t* bits, int64_t ii, int64_t jj) { return (bits[ii] >> jj) & 1; }
-
-#ifdef __AVX512F__
-// In-register transpose of 16 rows of 16 floats: r[c] becomes column c.
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3
-    __m512 *a = t + 4 * g, *o = r + 4 * g;
-    o[0] = _mm512_shuffle_ps(a[0], a[2], _MM_SHUFFLE(1, 0, 1, 0));
-    o[1] = _mm512_shuffle_ps(a[0], a[2], _MM_SHUFFLE(3, 2, 3, 2));
-    o[2] = _mm512_shuffle_ps(a[1], a[3], _MM_SHUFFLE(1, 0, 1, 0));
-    o[3] = _mm512_shuffle_ps(a[1], a[3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int h = 0; h < 2; ++h)  // rows 8h..8h+7
-    for (int c = 0; c < 4; ++c) {
-      t[8 * h + c] = _mm512_shuffle_f32x4(r[8 * h + c], r[8 * h + 4 + c], 0x88);
-      t[8 * h + 4 + c] = _mm512_shuffle_f32x4(r[8 * h + c], r[8 * h + 4 + c], 0xdd);
-    }
-  for (int c = 0; c < 8; ++c) {
-    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
-  }
-}
-#endif
-
-}  // namespace
-
-namespace tile {
-
-void pack_t(float* XT, int64_t ldt, const float* X, int64_t ld, int64_t ni, int64_t Nq, int64_t HS, float mul) {
-#ifdef __AVX512F__
-  const __m512 vm = _mm512_set1_ps(mul);
-  for (int64_t i0 = 0; i0 < Nq; i0 += 16)
-    for (int64_t d0 = 0; d0 < HS; d0 += 16) {
-      const __mmask16 cm = tail_mask(HS - d0);
-      __m512 r[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i)
-        r[i] = i0 + i < ni ? _mm512_maskz_loadu_ps(cm, X + (i0 + i) * ld + d0) : _mm512_setzero_ps();
-      transpose16(r);
-      for (int64_t c = 0; c < std::min<int64_t>(16, HS - d0); ++c)
-        _mm512_storeu_ps(XT + (d0 + c) * ldt + i0, _mm512_mul_ps(r[c], vm));
-    }
-#else
-  for (int64_t ii = 0; ii < ni; ++ii) {
-    const float* row = X + ii * ld;
-    for (int64_t d = 0; d < HS; ++d) XT[d * ldt + ii] = row[d] * mul;
-  }
-  for (int64_t d = 0; d < HS; ++d) std::fill(XT + d * ldt + ni, XT + d * ldt + Nq, 0.f);
-#endif
-}
-
-void pack_rows(float* dst, const float* src, int64_t ld, int64_t n, int64_t HS) {
-#ifdef __AVX512F__
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t d = 0; d < HS; d += 16) {
-      const __mmask16 m = tail_mask(HS - d);
-      _mm512_mask_storeu_ps(dst + r * HS + d, m, _mm512_maskz_loadu_ps(m, src + r * ld + d));
-    }
-#else
-  for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * HS, src + r * ld, size_t(HS) * sizeof(float));
-#endif
-}
-
-void gemm(bool acc, Tri tri, int64_t d0, int64_t M, int64_t N, int64_t K, const float* A, int64_t sa_r, int64_t sa_k,
-          const float* B, int64_t ldb, float* C, int64_t ldc) {
-  if (acc)
-    gemm_tri<true>(tri, d0, M, N, K, A, sa_r, sa_k, B, ldb, C, ldc);
-  else
-    gemm_tri<false>(tri, d0, M, N, K, A, sa_r, sa_k, B, ldb, C, ldc);
-}
-
-}  // namespace tile
-
-namespace {
 
 // Keep bits for the tile: bit jj of bits[ii] = keep(i0+ii, j0+jj); 0 for ii >= ni.
 void tile_bits(uint64_t* bits, int64_t ni, int64_t Nq, int64_t nj, uint64_t row_base, int64_t T, int64_t i0,
@@ -366,7 +138,7 @@ void forward_tile(const Dims& D, int64_t bh, int64_t i0, const float* qkv, float
     const int64_t nj = std::min(Bc, jend - j0), d0 = j0 - i0;
     const bool diag = d0 + nj - 1 > 0;  // some (key, query) pairs of the tile are masked
     // ST = K_j (scale Q_i)^T : scaled scores, transposed.
-    gemm_tri<false>(diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, K + j0 * C3, C3, 1, QT, Br, ST, Br);
+    gemm(false, diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, K + j0 * C3, C3, 1, QT, Br, ST, Br);
     if (D.p > 0.f) tile_bits(bits, ni, Nq, nj, row_base, T, i0, j0, D.seed, D.p);
 #ifdef __AVX512F__
     const __m512 vinv = _mm512_set1_ps(D.inv_keep);
@@ -413,7 +185,7 @@ void forward_tile(const Dims& D, int64_t bh, int64_t i0, const float* qkv, float
 #endif
     // Online softmax: O_i = alpha * O_i + Pd_ij V_j (the rescale is fused into the micro-kernel).
     pack_rows(Vp, V + j0 * C3, C3, nj, HS);
-    gemm_tri<true>(diag ? Tri::KTo : Tri::None, d0, ni, HS, nj, ST, 1, Br, Vp, HS, O, HS, alpha);
+    gemm(true, diag ? Tri::KTo : Tri::None, d0, ni, HS, nj, ST, 1, Br, Vp, HS, O, HS, alpha);
   }
   float* out_bh = out + b * T * C + h * HS;
   float* lse_bh = lse + bh * T;
@@ -486,8 +258,8 @@ void backward_bh(const Dims& D, int64_t bh, const float* qkv, const float* out, 
       const bool diag = d0 + nj - 1 > 0;
       // Recompute scaled scores S^T = K_j (scale Q_i)^T, and dPd^T = V_j dO_i^T
       // (forward: out = Pd V  =>  dPd = dOut V^T).
-      gemm_tri<false>(diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, K + j0 * C3, C3, 1, QT, Br, ST, Br);
-      gemm_tri<false>(diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, V + j0 * C3, C3, 1, dOT, Br, DT, Br);
+      gemm(false, diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, K + j0 * C3, C3, 1, QT, Br, ST, Br);
+      gemm(false, diag ? Tri::LanesFrom : Tri::None, d0, nj, Nq, HS, V + j0 * C3, C3, 1, dOT, Br, DT, Br);
       if (D.p > 0.f) tile_bits(bits, ni, Nq, nj, row_base, T, i0, j0, D.seed, D.p);
       // P = exp(S - lse); Pd = P * mask/(1-p); dP = dPd * mask/(1-p);
       // forward P = softmax(S)  =>  dS = P (dP - D_i); times scale for S = scale * Q K^T.
@@ -534,12 +306,12 @@ void backward_bh(const Dims& D, int64_t bh, const float* qkv, const float* out, 
       }
 #endif
       // dV_j += Pd_ij^T dO_i
-      gemm_tri<true>(diag ? Tri::KFrom : Tri::None, d0, nj, HS, ni, ST, Br, 1, dOp, HS, dV + j0 * C3, C3);
+      gemm(true, diag ? Tri::KFrom : Tri::None, d0, nj, HS, ni, ST, Br, 1, dOp, HS, dV + j0 * C3, C3);
       // dK_j += dS_ij^T Q_i
-      gemm_tri<true>(diag ? Tri::KFrom : Tri::None, d0, nj, HS, ni, DT, Br, 1, Qp, HS, dK + j0 * C3, C3);
+      gemm(true, diag ? Tri::KFrom : Tri::None, d0, nj, HS, ni, DT, Br, 1, Qp, HS, dK + j0 * C3, C3);
       // dQ_i += dS_ij K_j
       pack_rows(Kp, K + j0 * C3, C3, nj, HS);
-      gemm_tri<true>(diag ? Tri::KTo : Tri::None, d0, ni, HS, nj, DT, 1, Br, Kp, HS, dQ + i0 * C3, C3);
+      gemm(true, diag ? Tri::KTo : Tri::None, d0, ni, HS, nj, DT, 1, Br, Kp, HS, dQ + i0 * C3, C3);
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include "attention_ref.h"
 #include "kernels/attention.h"
+#include "kernels/attention_tile.h"  // dropout_keep_bits
 #include "kernels/philox.h"
 
 using namespace remat::kernels;
