@@ -24,7 +24,8 @@ struct NaiveAttentionNode : Node {
   Dims d{};
   float p = 0;
   Rng rng;
-  const char* op() const override { return "attention"; }
+  static constexpr const char* kOp = "attention";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, d.C, d.NH, omp_get_max_threads()),
@@ -40,7 +41,8 @@ struct FlashAttentionNode : Node {
   Dims d{};
   float p = 0;
   Rng rng;
-  const char* op() const override { return "flash_attention"; }
+  static constexpr const char* kOp = "flash_attention";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     Tensor ws = workspace(kernels::flash_attention_workspace_floats(d.B, d.T, d.C, d.NH, omp_get_max_threads()),
@@ -72,7 +74,7 @@ Tensor attention(const Tensor& qkv, int64_t NH, float p, Rng rng, AttentionKind 
       kernels::attention_forward(out.span(), probs.span(), qkv.cspan(), d.B, d.T, d.C, NH, p, rng.seed, rng.offset,
                                  ws.span());
     }
-    if (!recording()) { count_forward("attention", name, flops); return out; }
+    if (!recording()) { count_forward(NaiveAttentionNode::kOp, name, flops); return out; }
     // Selective recomputation (Megatron-LM): the (B, NH, T, T) probabilities are rebuilt from the
     // saved qkv in backward -- QK^T and softmax again (the kernel also redoes P V into a scratch).
     offer_recipe(probs, {qkv}, [d, p, rng, name, threads](const Tensors& in) {
@@ -102,7 +104,7 @@ Tensor attention(const Tensor& qkv, int64_t NH, float p, Rng rng, AttentionKind 
     kernels::flash_attention_forward(out.span(), lse.span(), qkv.cspan(), d.B, d.T, d.C, NH, p, rng.seed, rng.offset,
                                      ws.span());
   }
-  if (!recording()) { count_forward("flash_attention", name, flops); return out; }
+  if (!recording()) { count_forward(FlashAttentionNode::kOp, name, flops); return out; }
   auto n = std::make_unique<FlashAttentionNode>();
   n->name = name;
   n->outputs = {out.id()};

@@ -19,7 +19,8 @@ struct LinearNode : Node {
   struct { Saved inp; } s;
   Tensor w, b;  // parameters: not activations, never counted
   int64_t N = 0, C = 0, OC = 0;
-  const char* op() const override { return "linear"; }
+  static constexpr const char* kOp = "linear";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out = inp @ w + b, so dinp += dout @ w^T, dw += inp^T @ dout, db += sum(dout)
@@ -36,7 +37,8 @@ struct LinearNTNode : Node {
   struct { Saved inp; } s;
   Tensor w;
   int64_t N = 0, C = 0, OC = 0;
-  const char* op() const override { return "linear_nt"; }
+  static constexpr const char* kOp = "linear_nt";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out = inp @ w^T, so dinp += dout @ w, dw += dout^T @ inp
@@ -51,7 +53,8 @@ struct EmbeddingNode : Node {
   std::span<const int32_t> tokens;  // the batch, owned by the caller for the whole step
   Tensor wte, wpe;
   int64_t B = 0, T = 0, C = 0;
-  const char* op() const override { return "embedding"; }
+  static constexpr const char* kOp = "embedding";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out[b,t] = wte[tok] + wpe[t], so dwte[tok] += dout[b,t], dwpe[t] += dout[b,t]
@@ -67,7 +70,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::stri
   Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
   kernels::matmul_forward(out.span(), x.cspan(), w.cspan(), b.defined() ? b.cspan() : std::span<const float>{}, N, C, OC);
   const double flops = 2.0 * N * C * OC;
-  if (!recording()) { count_forward("linear", name, flops); return out; }
+  if (!recording()) { count_forward(LinearNode::kOp, name, flops); return out; }
   auto n = std::make_unique<LinearNode>();
   n->name = name;
   n->outputs = {out.id()};
@@ -87,7 +90,7 @@ Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
   Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
   kernels::matmul_nt_forward(out.span(), x.cspan(), w.cspan(), N, C, OC);
   const double flops = 2.0 * N * C * OC;
-  if (!recording()) { count_forward("linear_nt", name, flops); return out; }
+  if (!recording()) { count_forward(LinearNTNode::kOp, name, flops); return out; }
   auto n = std::make_unique<LinearNTNode>();
   n->name = name;
   n->outputs = {out.id()};
@@ -107,7 +110,7 @@ Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tenso
   Tensor out = Tensor::empty({B, T, C}, Category::Activation, name);
   kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), wpe.cspan(), B, T, C);
   const double flops = double(B) * T * C;
-  if (!recording()) { count_forward("embedding", name, flops); return out; }
+  if (!recording()) { count_forward(EmbeddingNode::kOp, name, flops); return out; }
   auto n = std::make_unique<EmbeddingNode>();
   n->name = name;
   n->outputs = {out.id()};

@@ -13,7 +13,8 @@ struct CrossEntropyNode : Node {
   std::span<const int32_t> targets;  // the batch, owned by the caller for the whole step
   double count = 1;
   int64_t N = 0, V = 0;
-  const char* op() const override { return "cross_entropy"; }
+  static constexpr const char* kOp = "cross_entropy";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dloss = g.find_id(outputs[0]);
     // forward was: loss = sum_i losses_i / count, so dlosses_i = dloss / count
@@ -40,7 +41,7 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> targets, dou
     loss.data()[0] = float(sum / count);
   }
   const double flops = 4.0 * N * V;
-  if (!recording()) { count_forward("cross_entropy", name, flops); return loss; }
+  if (!recording()) { count_forward(CrossEntropyNode::kOp, name, flops); return loss; }
   auto n = std::make_unique<CrossEntropyNode>();
   n->name = name;
   n->outputs = {loss.id()};

@@ -17,7 +17,8 @@ struct LayerNormNode : Node {
   struct { Saved inp, mean, rstd; } s;
   Tensor w, b;
   int64_t N = 0, C = 0;
-  const char* op() const override { return "layernorm"; }
+  static constexpr const char* kOp = "layernorm";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     const Tensor inp = s.inp.get(), mean = s.mean.get(), rstd = s.rstd.get();
@@ -28,7 +29,8 @@ struct LayerNormNode : Node {
 
 struct GeluNode : Node {
   struct { Saved inp; } s;
-  const char* op() const override { return "gelu"; }
+  static constexpr const char* kOp = "gelu";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     const Tensor inp = s.inp.get();
@@ -40,7 +42,8 @@ struct GeluNode : Node {
 
 struct AddNode : Node {
   Ref a, b;  // identities only: nothing is saved
-  const char* op() const override { return "add"; }
+  static constexpr const char* kOp = "add";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out = a + b, so da += dout, db += dout (a fresh gradient is a copy of dout: no zero
@@ -58,7 +61,8 @@ struct DropoutNode : Node {
   Ref inp;  // identity only: the mask is regenerated from (seed, offset)
   float p = 0;
   Rng rng;
-  const char* op() const override { return "dropout"; }
+  static constexpr const char* kOp = "dropout";
+  const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     kernels::dropout_backward(g.get(inp).span(), dout->cspan(), dout->numel(), p, rng.seed, rng.offset);
@@ -74,7 +78,7 @@ Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
   Tensor rstd = Tensor::empty(rows_of(x.shape()), Category::Activation, name + ".rstd");
   kernels::layernorm_forward(out.span(), mean.span(), rstd.span(), x.cspan(), w.cspan(), b.cspan(), N, C);
   const double flops = 8.0 * N * C;
-  if (!recording()) { count_forward("layernorm", name, flops); return out; }
+  if (!recording()) { count_forward(LayerNormNode::kOp, name, flops); return out; }
   // Selective recomputation (policy `norms`): the output is rebuilt from the saved input, mean, rstd.
   offer_recipe(out, {x, mean, rstd, w, b}, [name, N, C](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
@@ -100,7 +104,7 @@ Tensor gelu(const Tensor& x, const std::string& name) {
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
   kernels::gelu_forward(out.span(), x.cspan(), x.numel());
   const double flops = 10.0 * x.numel();
-  if (!recording()) { count_forward("gelu", name, flops); return out; }
+  if (!recording()) { count_forward(GeluNode::kOp, name, flops); return out; }
   // Selective recomputation (policy `gelu`, llm.c's recompute=1): rebuilt from the saved input.
   offer_recipe(out, {x}, [name](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
@@ -122,7 +126,7 @@ Tensor add(const Tensor& a, const Tensor& b, const std::string& name) {
   Tensor out = Tensor::empty(a.shape(), Category::Activation, name);
   kernels::residual_forward(out.span(), a.cspan(), b.cspan(), a.numel());
   const double flops = double(a.numel());
-  if (!recording()) { count_forward("add", name, flops); return out; }
+  if (!recording()) { count_forward(AddNode::kOp, name, flops); return out; }
   auto n = std::make_unique<AddNode>();
   n->name = name;
   n->outputs = {out.id()};
@@ -140,7 +144,7 @@ Tensor dropout(const Tensor& x, float p, Rng rng, const std::string& name) {
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
   kernels::dropout_forward(out.span(), x.cspan(), x.numel(), p, rng.seed, rng.offset);
   const double flops = double(x.numel());
-  if (!recording()) { count_forward("dropout", name, flops); return out; }
+  if (!recording()) { count_forward(DropoutNode::kOp, name, flops); return out; }
   auto n = std::make_unique<DropoutNode>();
   n->name = name;
   n->outputs = {out.id()};
