@@ -3,7 +3,8 @@
 // Work is done in tiles of kRB queries. The products run on the shared AVX-512 micro-kernel
 // (tile::gemm, attention_tile.h), row-major: query rows x key columns. Per group of 16 query rows
 // only the keys up to the group's last row are multiplied, so the causal mask wastes at most a
-// 16 x 16 triangle per group instead of a kRB-row block. K^T and V (forward), V^T and K (backward) are packed contiguously first.
+// 16 x 16 triangle per group instead of a kRB-row block. K^T and V (forward), V^T and K (backward)
+// are packed contiguously first.
 #include "kernels/attention.h"
 
 #include <omp.h>
@@ -111,7 +112,6 @@ void apply_keep(float* dst, const float* src, const uint64_t* bits, int64_t n, f
 }
 
 }  // namespace
-
 
 int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads) {
   REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
