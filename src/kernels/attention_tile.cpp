@@ -14,13 +14,6 @@
 #include "kernels/philox.h"
 #include "kernels/simd.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-// GCC 12 false positive (PR 105593): _mm512_undefined_*() inside the intrinsics trips -Wuninitialized.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace remat::kernels {
 
 using tile::Tri;

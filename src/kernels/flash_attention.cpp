@@ -20,13 +20,6 @@
 #include "kernels/attention_tile.h"
 #include "kernels/simd.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-// GCC 12 false positive (PR 105593): _mm512_undefined_*() inside the intrinsics trips -Wuninitialized.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace remat::kernels {
 namespace {
 
