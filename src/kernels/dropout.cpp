@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #include "core/error.h"
 #include "kernels/philox.h"
+#include "kernels/simd.h"
 
 namespace remat::kernels {
 

@@ -1,4 +1,4 @@
-// AVX-512 helpers shared by the attention kernels. Include it before a kernel's own code if it uses intrinsics:
+// AVX-512 helpers shared by the kernels. Include it before a kernel's own code if it uses intrinsics:
 // it brings <immintrin.h> and, for the file including it, silences a GCC 12 false positive
 // (PR 105593: _mm512_undefined_*() inside the intrinsics trips -Wuninitialized).
 #pragma once
