@@ -12,6 +12,9 @@
 #include "kernels/gelu.h"
 #include "kernels/gemm.h"
 #include "kernels/layernorm.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 using namespace remat::kernels;
 
@@ -87,6 +90,83 @@ void BM_gelu_forward(benchmark::State& st) {
   set_bytes(st, 2.0 * n * 4);
 }
 BENCHMARK(BM_gelu_forward)->UseRealTime();
+
+void BM_rmsnorm_forward(benchmark::State& st) {
+  auto inp = randv(kN * kC, 3), w = randv(kC, 4);
+  std::vector<float> out(kN * kC), rstd(kN);
+  for (auto _ : st) {
+    rmsnorm_forward(out, rstd, inp, w, kN, kC, 1e-5f);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(st, 2.0 * kN * kC * 4);
+}
+BENCHMARK(BM_rmsnorm_forward)->UseRealTime();
+
+void BM_rmsnorm_backward(benchmark::State& st) {
+  auto inp = randv(kN * kC, 3), w = randv(kC, 4), dout = randv(kN * kC, 6);
+  std::vector<float> out(kN * kC), rstd(kN), dinp(kN * kC), dw(kC);
+  rmsnorm_forward(out, rstd, inp, w, kN, kC, 1e-5f);
+  for (auto _ : st) {
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, kN, kC);
+    benchmark::DoNotOptimize(dinp.data());
+  }
+  set_bytes(st, 4.0 * kN * kC * 4);  // inp, dout, dinp read + write
+}
+BENCHMARK(BM_rmsnorm_backward)->UseRealTime();
+
+// The LLaMA MLP hidden activation: N x 8C/3 (2048 for C = 768).
+constexpr int64_t kHidden = 2048;
+
+void BM_swiglu_forward(benchmark::State& st) {
+  const int64_t n = kN * kHidden;
+  auto gate = randv(n, 7), up = randv(n, 8);
+  std::vector<float> out(n);
+  for (auto _ : st) {
+    swiglu_forward(out, gate, up, n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(st, 3.0 * n * 4);
+}
+BENCHMARK(BM_swiglu_forward)->UseRealTime();
+
+void BM_swiglu_backward(benchmark::State& st) {
+  const int64_t n = kN * kHidden;
+  auto gate = randv(n, 7), up = randv(n, 8), dout = randv(n, 9);
+  std::vector<float> dgate(n), dup(n);
+  for (auto _ : st) {
+    swiglu_backward(dgate, dup, dout, gate, up, n);
+    benchmark::DoNotOptimize(dgate.data());
+  }
+  set_bytes(st, 7.0 * n * 4);  // dout, gate, up read; dgate, dup read + write
+}
+BENCHMARK(BM_swiglu_backward)->UseRealTime();
+
+// RoPE + qkv packing with grouped-query attention: NH = 12 query heads, KVH = 4, HS = 64, B*T = kN.
+void BM_rope_qkv_forward(benchmark::State& st) {
+  const int64_t B = 4, T = kN / 4, NH = 12, KVH = 4, HS = 64, QC = NH * HS, KC = KVH * HS;
+  auto q = randv(B * T * QC, 10), k = randv(B * T * KC, 11), v = randv(B * T * KC, 12);
+  std::vector<float> cos(T * HS / 2), sin(T * HS / 2), qkv(B * T * (QC + 2 * KC));
+  rope_table(cos, sin, T, HS, 10000.0f);
+  for (auto _ : st) {
+    rope_qkv_forward(qkv, q, k, v, cos, sin, B, T, NH, KVH, HS);
+    benchmark::DoNotOptimize(qkv.data());
+  }
+  set_bytes(st, 2.0 * B * T * (QC + 2 * KC) * 4);
+}
+BENCHMARK(BM_rope_qkv_forward)->UseRealTime();
+
+void BM_rope_qkv_backward(benchmark::State& st) {
+  const int64_t B = 4, T = kN / 4, NH = 12, KVH = 4, HS = 64, QC = NH * HS, KC = KVH * HS;
+  auto dqkv = randv(B * T * (QC + 2 * KC), 13);
+  std::vector<float> cos(T * HS / 2), sin(T * HS / 2), dq(B * T * QC), dk(B * T * KC), dv(B * T * KC);
+  rope_table(cos, sin, T, HS, 10000.0f);
+  for (auto _ : st) {
+    rope_qkv_backward(dq, dk, dv, dqkv, cos, sin, B, T, NH, KVH, HS);
+    benchmark::DoNotOptimize(dq.data());
+  }
+  set_bytes(st, 3.0 * B * T * (QC + 2 * KC) * 4);  // dqkv read; dq, dk, dv read + write
+}
+BENCHMARK(BM_rope_qkv_backward)->UseRealTime();
 
 void BM_dropout_forward(benchmark::State& st) {
   const int64_t n = kN * kC;

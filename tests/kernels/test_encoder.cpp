@@ -61,3 +61,27 @@ TEST(Encoder, BackwardIndependentOfThreadCount) {
       for (int64_t c = 0; c < C; ++c) ref[c] += dout[bt * C + c];
   for (int64_t c = 0; c < C; ++c) EXPECT_NEAR(w1[7 * C + c], ref[c], 1e-4);
 }
+
+TEST(Encoder, EmptyWpeMeansNoPositions) {
+  // LLaMA: out = wte[token], and an empty dwpe is skipped; dwte matches the GPT-2 path's bit for bit.
+  const int64_t B = 2, T = 3, C = 37, V = 7;
+  auto wte = randn(V * C, 6);
+  const std::vector<int32_t> tok = {3, 0, 6, 6, 1, 3};
+  std::vector<float> out(B * T * C, -1.0f);
+  encoder_forward(out, tok.data(), wte, {}, B, T, C);
+  for (int64_t bt = 0; bt < B * T; ++bt)
+    for (int64_t c = 0; c < C; ++c) ASSERT_EQ(out[bt * C + c], wte[tok[bt] * C + c]);
+
+  auto dout = randn(B * T * C, 7);
+  std::vector<float> dwte(V * C, 0.5f), dwte_ref(V * C, 0.5f), dwpe(T * C, 0.0f);
+  encoder_backward(dwte, {}, dout, tok.data(), B, T, C);
+  encoder_backward(dwte_ref, dwpe, dout, tok.data(), B, T, C);
+  EXPECT_TRUE(bit_equal(dwte, dwte_ref));
+
+  std::vector<float> g(V * C);
+  FdOptions opt;
+  opt.atol_frac = 1e-3;
+  fd_check(
+      B * T * C, [&](std::span<float> o) { encoder_forward(o, tok.data(), wte, {}, B, T, C); },
+      [&](std::span<const float> d) { encoder_backward(g, {}, d, tok.data(), B, T, C); }, {{"wte", &wte, &g}}, opt);
+}
