@@ -1,5 +1,6 @@
-// Naive (materialised scores, oneDNN GEMMs) vs flash attention, causal, HS = 64.
-// Args: B, NH, T. FLOP counts are the useful causal work (a T x T x HS matmul counts as T*T*HS flops
+// Naive (materialised scores) vs flash attention, causal, HS = 64.
+// Args: B, NH (query heads), KVH (key/value heads: NH = multi-head, fewer = grouped-query), T.
+// FLOP counts are the useful causal work (a T x T x HS matmul counts as T*T*HS flops
 // since half is masked): forward 2 matmuls, backward 4 more; flash's recomputation of S is not counted.
 // Run with OMP_NUM_THREADS set; wall-clock time. On a shared machine use repetitions and read the
 // "_min" rows, e.g. --benchmark_repetitions=5 --benchmark_report_aggregates_only=true.
@@ -20,24 +21,25 @@ namespace {
 constexpr int64_t kHS = 64;
 
 struct Bufs {
-  int64_t B, NH, T, C;
+  int64_t B, NH, KVH, T, C, C3;
   std::vector<float> qkv, out, dout, dqkv, probs, lse, ws_naive, ws_flash;
-  Bufs(int64_t B_, int64_t NH_, int64_t T_, bool naive) : B(B_), NH(NH_), T(T_), C(NH_ * kHS) {
+  Bufs(const benchmark::State& st, bool naive)
+      : B(st.range(0)), NH(st.range(1)), KVH(st.range(2)), T(st.range(3)), C(NH * kHS), C3((NH + 2 * KVH) * kHS) {
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
-    qkv.resize(B * T * 3 * C);
+    qkv.resize(B * T * C3);
     dout.resize(B * T * C);
     for (auto& x : qkv) x = u(g);
     for (auto& x : dout) x = u(g);
     out.resize(B * T * C);
-    dqkv.assign(B * T * 3 * C, 0.f);
+    dqkv.assign(B * T * C3, 0.f);
     const int threads = omp_get_max_threads();
     if (naive) {
       probs.resize(B * NH * T * T);
-      ws_naive.resize(attention_workspace_floats(B, T, C, NH, threads));
+      ws_naive.resize(attention_workspace_floats(B, T, NH, KVH, kHS, threads));
     } else {
       lse.resize(B * NH * T);
-      ws_flash.resize(flash_attention_workspace_floats(B, T, C, NH, threads));
+      ws_flash.resize(flash_attention_workspace_floats(B, T, NH, KVH, kHS, threads));
     }
   }
   double flops(int matmuls) const { return double(matmuls) * B * NH * T * T * kHS; }
@@ -49,40 +51,40 @@ void finish(benchmark::State& st, const Bufs& b, int matmuls) {
 }
 
 void BM_naive_fwd(benchmark::State& st) {
-  Bufs b(st.range(0), st.range(1), st.range(2), true);
+  Bufs b(st, true);
   for (auto _ : st) {
-    attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.C, b.NH, 0.f, 1, 0, b.ws_naive);
+    attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_naive);
     benchmark::DoNotOptimize(b.out.data());
   }
   finish(st, b, 2);
 }
 
 void BM_flash_fwd(benchmark::State& st) {
-  Bufs b(st.range(0), st.range(1), st.range(2), false);
+  Bufs b(st, false);
   for (auto _ : st) {
-    flash_attention_forward(b.out, b.lse, b.qkv, b.B, b.T, b.C, b.NH, 0.f, 1, 0, b.ws_flash);
+    flash_attention_forward(b.out, b.lse, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_flash);
     benchmark::DoNotOptimize(b.out.data());
   }
   finish(st, b, 2);
 }
 
 void BM_naive_fwdbwd(benchmark::State& st) {
-  Bufs b(st.range(0), st.range(1), st.range(2), true);
-  const float p = float(st.range(3)) / 100.f;
+  Bufs b(st, true);
+  const float p = float(st.range(4)) / 100.f;
   for (auto _ : st) {
-    attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.C, b.NH, p, 1, 0, b.ws_naive);
-    attention_backward(b.dqkv, b.dout, b.qkv, b.probs, b.B, b.T, b.C, b.NH, p, 1, 0, b.ws_naive);
+    attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, p, 1, 0, b.ws_naive);
+    attention_backward(b.dqkv, b.dout, b.qkv, b.probs, b.B, b.T, b.NH, b.KVH, kHS, p, 1, 0, b.ws_naive);
     benchmark::DoNotOptimize(b.dqkv.data());
   }
   finish(st, b, 6);
 }
 
 void BM_flash_fwdbwd(benchmark::State& st) {
-  Bufs b(st.range(0), st.range(1), st.range(2), false);
-  const float p = float(st.range(3)) / 100.f;
+  Bufs b(st, false);
+  const float p = float(st.range(4)) / 100.f;
   for (auto _ : st) {
-    flash_attention_forward(b.out, b.lse, b.qkv, b.B, b.T, b.C, b.NH, p, 1, 0, b.ws_flash);
-    flash_attention_backward(b.dqkv, b.dout, b.qkv, b.out, b.lse, b.B, b.T, b.C, b.NH, p, 1, 0, b.ws_flash);
+    flash_attention_forward(b.out, b.lse, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, p, 1, 0, b.ws_flash);
+    flash_attention_backward(b.dqkv, b.dout, b.qkv, b.out, b.lse, b.B, b.T, b.NH, b.KVH, kHS, p, 1, 0, b.ws_flash);
     benchmark::DoNotOptimize(b.dqkv.data());
   }
   finish(st, b, 6);
@@ -90,19 +92,23 @@ void BM_flash_fwdbwd(benchmark::State& st) {
 
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
+// Multi-head (GPT-2: KVH = NH) shapes, then one grouped-query row (4 query heads per kv head, as
+// LLaMA-3-8B).
 void shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"B", "NH", "T"});
-  for (int64_t T : {256, 512, 1024}) b->Args({2, 12, T});
-  b->Args({8, 4, 256});
+  b->ArgNames({"B", "NH", "KVH", "T"});
+  for (int64_t T : {256, 512, 1024}) b->Args({2, 12, 12, T});
+  b->Args({8, 4, 4, 256});
+  b->Args({2, 12, 3, 1024});
   b->Unit(benchmark::kMillisecond)->UseRealTime()->ComputeStatistics("min", min_of);
 }
 
 // Last arg: dropout p in percent (0 and 10).
 void shapes_p(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"B", "NH", "T", "p%"});
+  b->ArgNames({"B", "NH", "KVH", "T", "p%"});
   for (int64_t p : {0, 10}) {
-    for (int64_t T : {256, 512, 1024}) b->Args({2, 12, T, p});
-    b->Args({8, 4, 256, p});
+    for (int64_t T : {256, 512, 1024}) b->Args({2, 12, 12, T, p});
+    b->Args({8, 4, 4, 256, p});
+    b->Args({2, 12, 3, 1024, p});
   }
   b->Unit(benchmark::kMillisecond)->UseRealTime()->ComputeStatistics("min", min_of);
 }

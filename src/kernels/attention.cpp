@@ -4,7 +4,8 @@
 // (tile::gemm, attention_tile.h), row-major: query rows x key columns. Per group of 16 query rows
 // only the keys up to the group's last row are multiplied, so the causal mask wastes at most a
 // 16 x 16 triangle per group instead of a kRB-row block. K^T and V (forward), V^T and K (backward)
-// are packed contiguously first.
+// are packed contiguously first; the backward packs a kv head's V^T and K once for all its query
+// heads.
 #include "kernels/attention.h"
 
 #include <omp.h>
@@ -104,20 +105,26 @@ void apply_keep(float* dst, const float* src, const uint64_t* bits, int64_t n, f
 #endif
 }
 
+void check_heads(int64_t NH, int64_t KVH, int64_t HS) {
+  REMAT_ASSERT(NH > 0 && KVH > 0 && HS > 0, "attention: NH, KVH and HS must be positive");
+  REMAT_ASSERT(NH % KVH == 0, "attention: NH must be a multiple of KVH");
+}
+
 }  // namespace
 
-int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads) {
-  REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
-  return std::max<int64_t>(threads, 1) * Layout(T, C / NH).total;
+int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS, int64_t threads) {
+  check_heads(NH, KVH, HS);
+  return std::max<int64_t>(threads, 1) * Layout(T, HS).total;
 }
 
 namespace {
-// The checks forward and backward share: qkv (B,T,3C), the (B,T,C) output or its gradient, and the
-// (B,NH,T,T) probabilities.
-void check_args(size_t qkv, size_t out, size_t probs, int64_t B, int64_t T, int64_t C, int64_t NH, float p) {
-  REMAT_ASSERT(NH > 0 && C % NH == 0, "attention: C must be a multiple of NH");
-  REMAT_ASSERT(int64_t(qkv) >= B * T * 3 * C, "attention: qkv too small");
-  REMAT_ASSERT(int64_t(out) >= B * T * C, "attention: out / dout too small");
+// The checks forward and backward share: qkv (B,T,(NH+2KVH)HS), the (B,T,NH*HS) output or its
+// gradient, and the (B,NH,T,T) probabilities.
+void check_args(size_t qkv, size_t out, size_t probs, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS,
+                float p) {
+  check_heads(NH, KVH, HS);
+  REMAT_ASSERT(int64_t(qkv) >= B * T * (NH + 2 * KVH) * HS, "attention: qkv too small");
+  REMAT_ASSERT(int64_t(out) >= B * T * NH * HS, "attention: out / dout too small");
   REMAT_ASSERT(int64_t(probs) >= B * NH * T * T, "attention: probs too small");
   REMAT_ASSERT(p >= 0.f && p < 1.f, "attention: dropout p must be in [0, 1)");
 }
@@ -128,18 +135,19 @@ int64_t group_end(int64_t i, int64_t i0, int64_t jend) { return std::min(jend, i
 }  // namespace
 
 void attention_forward(std::span<float> out, std::span<float> probs, std::span<const float> qkv,
-                       int64_t B, int64_t T, int64_t C, int64_t NH, float p, uint64_t seed,
+                       int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS, float p, uint64_t seed,
                        uint64_t offset, std::span<float> workspace) {
-  check_args(qkv.size(), out.size(), probs.size(), B, T, C, NH, p);
+  check_args(qkv.size(), out.size(), probs.size(), B, T, NH, KVH, HS, p);
   if (B * T == 0) return;
-  const int64_t HS = C / NH, C3 = 3 * C;
+  // C: out row stride; C3: qkv row stride; G query heads per kv head.
+  const int64_t C = NH * HS, C3 = (NH + 2 * KVH) * HS, G = NH / KVH;
   const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
   const int nthr = threads_for(workspace, L.total);
 
-  // One (b, h) per iteration, so K^T and V are packed once per head; each writes its own rows of out
-  // and probs.
+  // One (b, h) per iteration, so K^T and V are packed once per query head; each writes its own rows
+  // of out and probs.
 #pragma omp parallel for schedule(static) num_threads(nthr)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     const int64_t b = bh / NH, h = bh % NH;
@@ -149,8 +157,8 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
     float* Pd = ws + L.r0;  // dropped probs of the tile when p > 0
     uint64_t* bits = reinterpret_cast<uint64_t*>(ws + L.bits);
     const float* Q = qkv.data() + b * T * C3 + h * HS;
-    const float* K = Q + C;
-    const float* V = Q + 2 * C;
+    const float* K = qkv.data() + b * T * C3 + (NH + h / G) * HS;
+    const float* V = K + KVH * HS;
     tile::pack_t(KT, L.tp, K, C3, T, round16(T), HS, scale);
     tile::pack_rows(Vp, V, C3, T, HS);
     for (int64_t i0 = 0; i0 < T; i0 += kRB) {
@@ -183,22 +191,22 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
 }
 
 void attention_backward(std::span<float> dqkv, std::span<const float> dout, std::span<const float> qkv,
-                        std::span<const float> probs, int64_t B, int64_t T, int64_t C, int64_t NH,
+                        std::span<const float> probs, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS,
                         float p, uint64_t seed, uint64_t offset, std::span<float> workspace) {
-  check_args(qkv.size(), dout.size(), probs.size(), B, T, C, NH, p);
-  REMAT_ASSERT(int64_t(dqkv.size()) >= B * T * 3 * C, "attention: dqkv too small");
+  check_args(qkv.size(), dout.size(), probs.size(), B, T, NH, KVH, HS, p);
+  const int64_t C = NH * HS, C3 = (NH + 2 * KVH) * HS, G = NH / KVH;
+  REMAT_ASSERT(int64_t(dqkv.size()) >= B * T * C3, "attention: dqkv too small");
   if (B * T == 0) return;
-  const int64_t HS = C / NH, C3 = 3 * C;
   const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
   const int nthr = threads_for(workspace, L.total);
 
-  // One (b, h) per iteration: it owns that head's dQ, dK, dV, which it accumulates over query tiles
-  // in a fixed order.
+  // One (b, kv head) per iteration: it owns that kv head's dK, dV and its G query heads' dQ. It
+  // accumulates them over its query heads in increasing order, each over query tiles in order.
 #pragma omp parallel for schedule(static) num_threads(nthr)
-  for (int64_t bh = 0; bh < B * NH; ++bh) {
-    const int64_t b = bh / NH, h = bh % NH;
+  for (int64_t bg = 0; bg < B * KVH; ++bg) {
+    const int64_t b = bg / KVH, kvh = bg % KVH;
     float* ws = workspace.data() + L.total * omp_get_thread_num();
     float* VT = ws + L.x0;
     float* Kp = ws + L.x1;
@@ -207,67 +215,70 @@ void attention_backward(std::span<float> dqkv, std::span<const float> dout, std:
     float* Qp = ws + L.qp;
     float* dOp = ws + L.dop;
     uint64_t* bits = reinterpret_cast<uint64_t*>(ws + L.bits);
-    const float* Q = qkv.data() + b * T * C3 + h * HS;
-    const float* K = Q + C;
-    const float* V = Q + 2 * C;
-    const float* dO = dout.data() + b * T * C + h * HS;
-    float* dQ = dqkv.data() + b * T * C3 + h * HS;
-    float* dK = dQ + C;
-    float* dV = dQ + 2 * C;
+    const float* K = qkv.data() + b * T * C3 + (NH + kvh) * HS;
+    const float* V = K + KVH * HS;
+    float* dK = dqkv.data() + b * T * C3 + (NH + kvh) * HS;
+    float* dV = dK + KVH * HS;
 
     tile::pack_t(VT, L.tp, V, C3, T, round16(T), HS, 1.f);
     tile::pack_rows(Kp, K, C3, T, HS);
-    for (int64_t i0 = 0; i0 < T; i0 += kRB) {
-      const int64_t ni = std::min(kRB, T - i0), jend = i0 + ni;
-      const float* P = probs.data() + (bh * T + i0) * T;
-      tile::pack_rows(Qp, Q + i0 * C3, C3, ni, HS);
-      tile::pack_rows(dOp, dO + i0 * C, C, ni, HS);
-      // Forward: out = Pd V with Pd = P * mask / (1-p).  =>  dPd = dOut V^T.
-      tile::gemm(false, tile::Tri::ColsTo, -i0, ni, jend, HS, dO + i0 * C, C, 1, VT, L.tp, dS, L.tp);
-      // Forward: P = softmax(S) row-wise  =>  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik),
-      // with dP = dPd * mask / (1-p); the 1/sqrt(HS) of S = scale * Q K^T is folded into dS.
-      // Entries above the diagonal up to the row's group end are zeroed for the products below.
-      for (int64_t ii = 0; ii < ni; ++ii) {
-        const float* pr = P + ii * T;
-        float* sr = dS + ii * L.tp;
-        const int64_t n = i0 + ii + 1, end = group_end(i0 + ii, i0, jend);
-        // Pd row: P * keep / (1-p), or P itself, copied to the padded stride for the dV product.
-        float* dr = Pd + ii * L.tp;
-        if (p > 0.f) {
-          dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i0 + ii) * T), n, p);
-          apply_keep(dr, pr, bits, n, inv_keep);
-          apply_keep(sr, sr, bits, n, inv_keep);
-        } else {
-          std::copy(pr, pr + n, dr);
-        }
-        std::fill(dr + n, dr + end, 0.f);
-        float d = 0.f;
+    for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
+      const int64_t bh = b * NH + h;
+      const float* Q = qkv.data() + b * T * C3 + h * HS;
+      const float* dO = dout.data() + b * T * C + h * HS;
+      float* dQ = dqkv.data() + b * T * C3 + h * HS;
+      for (int64_t i0 = 0; i0 < T; i0 += kRB) {
+        const int64_t ni = std::min(kRB, T - i0), jend = i0 + ni;
+        const float* P = probs.data() + (bh * T + i0) * T;
+        tile::pack_rows(Qp, Q + i0 * C3, C3, ni, HS);
+        tile::pack_rows(dOp, dO + i0 * C, C, ni, HS);
+        // Forward: out = Pd V with Pd = P * mask / (1-p).  =>  dPd = dOut V^T.
+        tile::gemm(false, tile::Tri::ColsTo, -i0, ni, jend, HS, dO + i0 * C, C, 1, VT, L.tp, dS, L.tp);
+        // Forward: P = softmax(S) row-wise  =>  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik),
+        // with dP = dPd * mask / (1-p); the 1/sqrt(HS) of S = scale * Q K^T is folded into dS.
+        // Entries above the diagonal up to the row's group end are zeroed for the products below.
+        for (int64_t ii = 0; ii < ni; ++ii) {
+          const float* pr = P + ii * T;
+          float* sr = dS + ii * L.tp;
+          const int64_t n = i0 + ii + 1, end = group_end(i0 + ii, i0, jend);
+          // Pd row: P * keep / (1-p), or P itself, copied to the padded stride for the dV product.
+          float* dr = Pd + ii * L.tp;
+          if (p > 0.f) {
+            dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i0 + ii) * T), n, p);
+            apply_keep(dr, pr, bits, n, inv_keep);
+            apply_keep(sr, sr, bits, n, inv_keep);
+          } else {
+            std::copy(pr, pr + n, dr);
+          }
+          std::fill(dr + n, dr + end, 0.f);
+          float d = 0.f;
 #ifdef __AVX512F__
-        __m512 vd = _mm512_setzero_ps();
-        for (int64_t j = 0; j < n; j += 16) {
-          __mmask16 m = tail_mask(n - j);
-          vd = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, pr + j), _mm512_maskz_loadu_ps(m, sr + j), vd);
-        }
-        d = _mm512_reduce_add_ps(vd);
-        const __m512 vdd = _mm512_set1_ps(d), vsc = _mm512_set1_ps(scale);
-        for (int64_t j = 0; j < n; j += 16) {
-          __mmask16 m = tail_mask(n - j);
-          __m512 ds = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + j), vsc),
-                                    _mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr + j), vdd));
-          _mm512_mask_storeu_ps(sr + j, m, ds);
-        }
+          __m512 vd = _mm512_setzero_ps();
+          for (int64_t j = 0; j < n; j += 16) {
+            __mmask16 m = tail_mask(n - j);
+            vd = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, pr + j), _mm512_maskz_loadu_ps(m, sr + j), vd);
+          }
+          d = _mm512_reduce_add_ps(vd);
+          const __m512 vdd = _mm512_set1_ps(d), vsc = _mm512_set1_ps(scale);
+          for (int64_t j = 0; j < n; j += 16) {
+            __mmask16 m = tail_mask(n - j);
+            __m512 ds = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + j), vsc),
+                                      _mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr + j), vdd));
+            _mm512_mask_storeu_ps(sr + j, m, ds);
+          }
 #else
-        for (int64_t j = 0; j < n; ++j) d += pr[j] * sr[j];
-        for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * scale * (sr[j] - d);
+          for (int64_t j = 0; j < n; ++j) d += pr[j] * sr[j];
+          for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * scale * (sr[j] - d);
 #endif
-        std::fill(sr + n, sr + end, 0.f);
+          std::fill(sr + n, sr + end, 0.f);
+        }
+        // dQ_i += dS K
+        tile::gemm(true, tile::Tri::KTo, -i0, ni, HS, jend, dS, L.tp, 1, Kp, HS, dQ + i0 * C3, C3);
+        // dV[j] += sum_{i in tile, i >= j} Pd[i][j] dO[i]
+        tile::gemm(true, tile::Tri::KFrom, -i0, jend, HS, ni, Pd, 1, L.tp, dOp, HS, dV, C3);
+        // Forward: S = scale * Q K^T  =>  dK += dS^T Q (scale already in dS)
+        tile::gemm(true, tile::Tri::KFrom, -i0, jend, HS, ni, dS, 1, L.tp, Qp, HS, dK, C3);
       }
-      // dQ_i += dS K
-      tile::gemm(true, tile::Tri::KTo, -i0, ni, HS, jend, dS, L.tp, 1, Kp, HS, dQ + i0 * C3, C3);
-      // dV[j] += sum_{i in tile, i >= j} Pd[i][j] dO[i]
-      tile::gemm(true, tile::Tri::KFrom, -i0, jend, HS, ni, Pd, 1, L.tp, dOp, HS, dV, C3);
-      // Forward: S = scale * Q K^T  =>  dK += dS^T Q (scale already in dS)
-      tile::gemm(true, tile::Tri::KFrom, -i0, jend, HS, ni, dS, 1, L.tp, Qp, HS, dK, C3);
     }
   }
 }

@@ -43,7 +43,7 @@ int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 //   P0 [Bc x HS]   contiguous copy of V_j (forward) | K_j (backward)
 //   P1, P2 [Br x HS] contiguous copies of Q_i, dO_i (backward)
 // B operands of the micro-kernel are copied to contiguous tiles: read in place at the qkv row stride
-// (3C floats, often a multiple of 4 KiB) their rows alias in L1 and the kernel loses ~20%.
+// ((NH + 2*KVH)*HS floats, often a multiple of 4 KiB) their rows alias in L1 and the kernel loses ~20%.
 struct Layout {
   int64_t qt, xt, st, dt, v0, v1, v2, bits, p0, p1, p2, total;
   explicit Layout(int64_t HS) {
@@ -98,8 +98,9 @@ void tile_bits(uint64_t* bits, int64_t ni, int64_t Nq, int64_t nj, uint64_t row_
   std::fill(bits + ni, bits + Nq, uint64_t(0));
 }
 
+// C: out row stride (NH*HS); C3: qkv row stride ((NH + 2*KVH)*HS); G query heads per kv head.
 struct Dims {
-  int64_t B, T, C, NH, HS, C3;
+  int64_t B, T, NH, KVH, HS, C, C3, G;
   float scale, p, inv_keep;
   uint64_t seed, offset;
 };
@@ -117,8 +118,8 @@ void forward_tile(const Dims& D, int64_t bh, int64_t i0, const float* qkv, float
   uint64_t* bits = reinterpret_cast<uint64_t*>(ws + L.bits);
   float* Vp = ws + L.p0;
   const float* Q = qkv + b * T * C3 + h * HS;
-  const float* K = Q + C;
-  const float* V = Q + 2 * C;
+  const float* K = qkv + b * T * C3 + (D.NH + h / D.G) * HS;
+  const float* V = K + D.KVH * HS;
   const int64_t ni = std::min(Br, T - i0), Nq = round16(ni), jend = i0 + ni;
   const uint64_t row_base = D.offset + uint64_t(bh * T * T);
 
@@ -191,7 +192,8 @@ void forward_tile(const Dims& D, int64_t bh, int64_t i0, const float* qkv, float
   }
 }
 
-// One (b, h) of the backward: query tiles outer, key tiles inner. This (b, h) owns its dQ, dK, dV.
+// One query head (b, h) of the backward: query tiles outer, key tiles inner. Adds into dQ of head h
+// and dK, dV of its kv head: the caller runs all query heads of a kv head on one thread, in order.
 void backward_bh(const Dims& D, int64_t bh, const float* qkv, const float* out, const float* lse, const float* dout,
                  float* dqkv, float* ws) {
   const int64_t T = D.T, HS = D.HS, C3 = D.C3, C = D.C, b = bh / D.NH, h = bh % D.NH;
@@ -207,14 +209,14 @@ void backward_bh(const Dims& D, int64_t bh, const float* qkv, const float* out, 
   float* Qp = ws + L.p1;
   float* dOp = ws + L.p2;
   const float* Q = qkv + b * T * C3 + h * HS;
-  const float* K = Q + C;
-  const float* V = Q + 2 * C;
+  const float* K = qkv + b * T * C3 + (D.NH + h / D.G) * HS;
+  const float* V = K + D.KVH * HS;
   const float* O = out + b * T * C + h * HS;
   const float* dO = dout + b * T * C + h * HS;
   const float* lse_bh = lse + bh * T;
   float* dQ = dqkv + b * T * C3 + h * HS;
-  float* dK = dQ + C;
-  float* dV = dQ + 2 * C;
+  float* dK = dqkv + b * T * C3 + (D.NH + h / D.G) * HS;
+  float* dV = dK + D.KVH * HS;
   const uint64_t row_base = D.offset + uint64_t(bh * T * T);
 
   for (int64_t i0 = 0; i0 < T; i0 += Br) {
@@ -309,25 +311,32 @@ void backward_bh(const Dims& D, int64_t bh, const float* qkv, const float* out, 
   }
 }
 
-Dims make_dims(int64_t B, int64_t T, int64_t C, int64_t NH, float p, uint64_t seed, uint64_t offset) {
-  REMAT_ASSERT(NH > 0 && C % NH == 0, "flash_attention: C must be a multiple of NH");
+void check_heads(int64_t NH, int64_t KVH, int64_t HS) {
+  REMAT_ASSERT(NH > 0 && KVH > 0 && HS > 0, "flash_attention: NH, KVH and HS must be positive");
+  REMAT_ASSERT(NH % KVH == 0, "flash_attention: NH must be a multiple of KVH");
+}
+
+Dims make_dims(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS, float p, uint64_t seed, uint64_t offset) {
+  check_heads(NH, KVH, HS);
   REMAT_ASSERT(p >= 0.f && p < 1.f, "flash_attention: dropout p must be in [0, 1)");
-  const int64_t HS = C / NH;
-  return Dims{B, T, C, NH, HS, 3 * C, 1.f / std::sqrt(float(HS)), p, p > 0.f ? 1.f / (1.f - p) : 1.f, seed, offset};
+  return Dims{B, T, NH, KVH, HS, NH * HS, (NH + 2 * KVH) * HS, NH / KVH, 1.f / std::sqrt(float(HS)), p,
+              p > 0.f ? 1.f / (1.f - p) : 1.f, seed, offset};
 }
 
 }  // namespace
 
-int64_t flash_attention_workspace_floats(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t threads) {
-  return std::max<int64_t>(threads, 1) * Layout(C / NH).total;
+int64_t flash_attention_workspace_floats(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS,
+                                         int64_t threads) {
+  check_heads(NH, KVH, HS);
+  return std::max<int64_t>(threads, 1) * Layout(HS).total;
 }
 
 void flash_attention_forward(std::span<float> out, std::span<float> lse, std::span<const float> qkv, int64_t B,
-                             int64_t T, int64_t C, int64_t NH, float p, uint64_t seed, uint64_t offset,
+                             int64_t T, int64_t NH, int64_t KVH, int64_t HS, float p, uint64_t seed, uint64_t offset,
                              std::span<float> workspace) {
-  const Dims D = make_dims(B, T, C, NH, p, seed, offset);
-  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * 3 * C, "flash_attention: qkv too small");
-  REMAT_ASSERT(int64_t(out.size()) >= B * T * C, "flash_attention: out too small");
+  const Dims D = make_dims(B, T, NH, KVH, HS, p, seed, offset);
+  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * D.C3, "flash_attention: qkv too small");
+  REMAT_ASSERT(int64_t(out.size()) >= B * T * D.C, "flash_attention: out too small");
   REMAT_ASSERT(int64_t(lse.size()) >= B * NH * T, "flash_attention: lse too small");
   if (B * T == 0) return;
   const int64_t per = Layout(D.HS).total, ntiles = (T + Br - 1) / Br, items = B * NH * ntiles;
@@ -343,21 +352,24 @@ void flash_attention_forward(std::span<float> out, std::span<float> lse, std::sp
 
 void flash_attention_backward(std::span<float> dqkv, std::span<const float> dout, std::span<const float> qkv,
                               std::span<const float> out, std::span<const float> lse, int64_t B, int64_t T,
-                              int64_t C, int64_t NH, float p, uint64_t seed, uint64_t offset,
+                              int64_t NH, int64_t KVH, int64_t HS, float p, uint64_t seed, uint64_t offset,
                               std::span<float> workspace) {
-  const Dims D = make_dims(B, T, C, NH, p, seed, offset);
-  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * 3 * C, "flash_attention: qkv too small");
-  REMAT_ASSERT(int64_t(dqkv.size()) >= B * T * 3 * C, "flash_attention: dqkv too small");
-  REMAT_ASSERT(int64_t(out.size()) >= B * T * C, "flash_attention: out too small");
-  REMAT_ASSERT(int64_t(dout.size()) >= B * T * C, "flash_attention: dout too small");
+  const Dims D = make_dims(B, T, NH, KVH, HS, p, seed, offset);
+  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * D.C3, "flash_attention: qkv too small");
+  REMAT_ASSERT(int64_t(dqkv.size()) >= B * T * D.C3, "flash_attention: dqkv too small");
+  REMAT_ASSERT(int64_t(out.size()) >= B * T * D.C, "flash_attention: out too small");
+  REMAT_ASSERT(int64_t(dout.size()) >= B * T * D.C, "flash_attention: dout too small");
   REMAT_ASSERT(int64_t(lse.size()) >= B * NH * T, "flash_attention: lse too small");
   if (B * T == 0) return;
   const int64_t per = Layout(D.HS).total;
   const int nthr = threads_for(workspace, per);
+  // One (b, kv head) per item: its query heads run on one thread in increasing order, so each dK, dV
+  // element has one writer and a fixed summation order. Every dQ element belongs to one item.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
-  for (int64_t bh = 0; bh < B * NH; ++bh)
-    backward_bh(D, bh, qkv.data(), out.data(), lse.data(), dout.data(), dqkv.data(),
-                workspace.data() + per * omp_get_thread_num());
+  for (int64_t bg = 0; bg < B * KVH; ++bg)
+    for (int64_t bh = bg * D.G; bh < (bg + 1) * D.G; ++bh)
+      backward_bh(D, bh, qkv.data(), out.data(), lse.data(), dout.data(), dqkv.data(),
+                  workspace.data() + per * omp_get_thread_num());
 }
 
 }  // namespace remat::kernels

@@ -1,21 +1,32 @@
-// Double-precision scalar reference for causal attention (forward and backward), plus small helpers
-// shared by test_attention.cpp and test_flash_attention.cpp. Same layout and dropout index as
-// src/kernels/attention.h.
+// Double-precision scalar reference for causal multi-head / grouped-query attention (forward and
+// backward), plus small helpers shared by test_attention.cpp and test_flash_attention.cpp. Same
+// layout and dropout index as src/kernels/attention.h. Written as plain loops over query heads
+// (query head h reads kv head h / (NH/KVH)), independently of the kernels' (b, kv head) grouping.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kernels/philox.h"
 
 namespace remat::test {
 
+// NH query heads, KVH key/value heads (NH % KVH == 0), HS floats per head.
 struct AttnDims {
-  int64_t B, T, C, NH;
-  int64_t HS() const { return C / NH; }
+  int64_t B, T, NH, KVH, HS;
+  int64_t C() const { return NH * HS; }                // out / dout row width
+  int64_t C3() const { return (NH + 2 * KVH) * HS; }  // qkv / dqkv row width
+  int64_t kv(int64_t h) const { return h / (NH / KVH); }
+  // Channel offsets within a qkv row: query head h, key head g, value head g.
+  int64_t q_off(int64_t h) const { return h * HS; }
+  int64_t k_off(int64_t g) const { return (NH + g) * HS; }
+  int64_t v_off(int64_t g) const { return (NH + KVH + g) * HS; }
+  int64_t qkv_size() const { return B * T * C3(); }
+  int64_t out_size() const { return B * T * C(); }
 };
 
 inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
@@ -45,19 +56,19 @@ inline bool ref_keep(const AttnDims& d, float p, uint64_t seed, uint64_t offset,
 
 // Scaled scores s_ij = q_i.k_j / sqrt(HS) for one (b, h), in double.
 inline double ref_score(const AttnDims& d, const std::vector<double>& qkv, int64_t b, int64_t h, int64_t i, int64_t j) {
-  const int64_t HS = d.HS(), C3 = 3 * d.C;
-  const double* q = qkv.data() + (b * d.T + i) * C3 + h * HS;
-  const double* k = qkv.data() + (b * d.T + j) * C3 + d.C + h * HS;
+  const int64_t HS = d.HS, C3 = d.C3();
+  const double* q = qkv.data() + (b * d.T + i) * C3 + d.q_off(h);
+  const double* k = qkv.data() + (b * d.T + j) * C3 + d.k_off(d.kv(h));
   double s = 0;
   for (int64_t c = 0; c < HS; ++c) s += q[c] * k[c];
   return s / std::sqrt(double(HS));
 }
 
-// out (B,T,C), probs (B,NH,T,T) pre-dropout with zero upper triangle, lse (B,NH,T).
+// out (B,T,NH*HS), probs (B,NH,T,T) pre-dropout with zero upper triangle, lse (B,NH,T).
 inline void ref_forward(const AttnDims& d, const std::vector<double>& qkv, float p, uint64_t seed, uint64_t offset,
                         std::vector<double>& out, std::vector<double>* probs = nullptr,
                         std::vector<double>* lse = nullptr) {
-  const int64_t B = d.B, T = d.T, C = d.C, NH = d.NH, HS = d.HS(), C3 = 3 * C;
+  const int64_t B = d.B, T = d.T, C = d.C(), NH = d.NH, HS = d.HS, C3 = d.C3();
   out.assign(B * T * C, 0.0);
   if (probs) probs->assign(B * NH * T * T, 0.0);
   if (lse) lse->assign(B * NH * T, 0.0);
@@ -76,16 +87,16 @@ inline void ref_forward(const AttnDims& d, const std::vector<double>& qkv, float
           const double P = s[j] / sum;
           if (probs) (*probs)[((b * NH + h) * T + i) * T + j] = P;
           const double Pd = ref_keep(d, p, seed, offset, b, h, i, j) ? P * inv : 0.0;
-          const double* v = qkv.data() + (b * T + j) * C3 + 2 * C + h * HS;
+          const double* v = qkv.data() + (b * T + j) * C3 + d.v_off(d.kv(h));
           for (int64_t c = 0; c < HS; ++c) o[c] += Pd * v[c];
         }
       }
 }
 
-// dqkv (B,T,3C) = gradient of sum(out * dout) w.r.t. qkv (overwritten).
+// dqkv (B,T,(NH+2KVH)*HS) = gradient of sum(out * dout) w.r.t. qkv (overwritten).
 inline void ref_backward(const AttnDims& d, const std::vector<double>& qkv, const std::vector<double>& dout, float p,
                          uint64_t seed, uint64_t offset, std::vector<double>& dqkv) {
-  const int64_t B = d.B, T = d.T, C = d.C, NH = d.NH, HS = d.HS(), C3 = 3 * C;
+  const int64_t B = d.B, T = d.T, C = d.C(), NH = d.NH, HS = d.HS, C3 = d.C3();
   const double scale = 1.0 / std::sqrt(double(HS)), inv = 1.0 / (1.0 - double(p));
   dqkv.assign(B * T * C3, 0.0);
   std::vector<double> P(T), dP(T);
@@ -101,8 +112,8 @@ inline void ref_backward(const AttnDims& d, const std::vector<double>& qkv, cons
         for (int64_t j = 0; j <= i; ++j) {
           P[j] /= sum;
           const double m = ref_keep(d, p, seed, offset, b, h, i, j) ? inv : 0.0;
-          const double* v = qkv.data() + (b * T + j) * C3 + 2 * C + h * HS;
-          double* dv = dqkv.data() + (b * T + j) * C3 + 2 * C + h * HS;
+          const double* v = qkv.data() + (b * T + j) * C3 + d.v_off(d.kv(h));
+          double* dv = dqkv.data() + (b * T + j) * C3 + d.v_off(d.kv(h));
           double dpd = 0;
           for (int64_t c = 0; c < HS; ++c) {
             dpd += g[c] * v[c];
@@ -111,12 +122,12 @@ inline void ref_backward(const AttnDims& d, const std::vector<double>& qkv, cons
           dP[j] = dpd * m;
           D += P[j] * dP[j];
         }
-        const double* q = qkv.data() + (b * T + i) * C3 + h * HS;
-        double* dq = dqkv.data() + (b * T + i) * C3 + h * HS;
+        const double* q = qkv.data() + (b * T + i) * C3 + d.q_off(h);
+        double* dq = dqkv.data() + (b * T + i) * C3 + d.q_off(h);
         for (int64_t j = 0; j <= i; ++j) {
           const double ds = P[j] * (dP[j] - D) * scale;
-          const double* k = qkv.data() + (b * T + j) * C3 + C + h * HS;
-          double* dk = dqkv.data() + (b * T + j) * C3 + C + h * HS;
+          const double* k = qkv.data() + (b * T + j) * C3 + d.k_off(d.kv(h));
+          double* dk = dqkv.data() + (b * T + j) * C3 + d.k_off(d.kv(h));
           for (int64_t c = 0; c < HS; ++c) {
             dq[c] += ds * k[c];
             dk[c] += ds * q[c];
@@ -126,5 +137,36 @@ inline void ref_backward(const AttnDims& d, const std::vector<double>& qkv, cons
 }
 
 inline std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Columns [lo, hi) of a qkv row holding part 0 = the query heads, 1 = the key heads, 2 = the value heads.
+inline std::pair<int64_t, int64_t> qkv_part(const AttnDims& d, int part) {
+  const int64_t lo = part == 0 ? 0 : part == 1 ? d.k_off(0) : d.v_off(0);
+  const int64_t hi = part == 0 ? d.k_off(0) : part == 1 ? d.v_off(0) : d.C3();
+  return {lo, hi};
+}
+
+// The largest magnitude in one part of the qkv-shaped b (see qkv_part).
+template <class B>
+double part_max_abs(const AttnDims& d, const B& b, int part) {
+  const auto [lo, hi] = qkv_part(d, part);
+  double m = 0;
+  for (int64_t r = 0; r < d.B * d.T; ++r)
+    for (int64_t c = lo; c < hi; ++c) m = std::max(m, std::abs(double(b[size_t(r * d.C3() + c)])));
+  return m;
+}
+
+// max_rel_err restricted to one part of the qkv rows, relative to that part's own largest reference
+// magnitude: a wrong or missing dK or dV cannot hide behind a larger dQ.
+template <class A, class B>
+double part_rel_err(const AttnDims& d, const A& a, const B& b, int part) {
+  const auto [lo, hi] = qkv_part(d, part);
+  double num = 0;
+  for (int64_t r = 0; r < d.B * d.T; ++r)
+    for (int64_t c = lo; c < hi; ++c) {
+      const size_t i = size_t(r * d.C3() + c);
+      num = std::max(num, std::abs(double(a[i]) - double(b[i])));
+    }
+  return num / std::max(part_max_abs(d, b, part), 1e-30);
+}
 
 }  // namespace remat::test
