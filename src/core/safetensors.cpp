@@ -4,12 +4,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -20,16 +25,53 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 
 namespace {
 
-using ojson = nlohmann::ordered_json;
 constexpr uint64_t kMaxHeader = 100ull << 20;  // the reference implementation's limit
 constexpr const char* kC = "safetensors";
 
-// One line, at most ~160 characters: nlohmann's messages can quote large parts of the input.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  if (s.size() > 160) s = s.substr(0, 157) + "...";
-  return s;
+// Untrusted text (a tensor name, a metadata key, a JSON token) for a one-line message: control
+// bytes escaped as \xNN, cut after `limit` bytes on a UTF-8 character boundary.
+// With ascii_only, bytes >= 0x80 are escaped too (a parser's "last read" may cut or be invalid UTF-8).
+std::string escaped(const std::string& s, size_t limit = 80, bool ascii_only = false) {
+  std::string out;
+  size_t n = 0;
+  for (unsigned char c : s) {
+    if (++n > limit && (ascii_only || (c & 0xC0) != 0x80)) {
+      out += "...";
+      break;
+    }
+    if (c < 0x20 || c == 0x7f || (ascii_only && c >= 0x80)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+// (Appends, not "'" + std::string: GCC 12 warns -Wrestrict on the latter, a known false positive.)
+std::string wrap(char q, const std::string& s) {
+  std::string out(1, q);
+  out += escaped(s);
+  out += q;
+  return out;
+}
+std::string in_quotes(const std::string& s) { return wrap('\'', s); }
+std::string dq(const std::string& s) { return wrap('"', s); }
+
+// nlohmann's explanation of a parse error without its "[json.exception...]" and position prefix,
+// on one line and short.
+std::string json_error_detail(const std::exception& e) {
+  std::string s = e.what();
+  if (s.rfind("[json.exception.", 0) == 0) {
+    size_t b = s.find("] ");
+    if (b != std::string::npos) s = s.substr(b + 2);
+  }
+  if (s.rfind("parse error", 0) == 0) {
+    size_t c = s.find(": ");
+    if (c != std::string::npos) s = s.substr(c + 2);
+  }
+  return escaped(s, 160, true);
 }
 
 }  // namespace
@@ -59,6 +101,235 @@ void SafetensorsReader::fail(const std::string& what, const std::string& hint) c
   throw Error(kC, "'" + path_ + "': " + what, hint);
 }
 
+namespace {
+
+// Builds the entries of a safetensors header from nlohmann's SAX events: one pass, no DOM, so a
+// header of a million tensors costs a million small objects, not a tree of JSON values. The first
+// problem found stops the parse; its message (untrusted text quoted with in_quotes()) is kept in err.
+class HeaderSax {
+ public:
+  HeaderSax(uint64_t buffer, std::vector<SafetensorsEntry>& entries, std::map<std::string, std::string>& metadata)
+      : buffer_(buffer), entries_(entries), metadata_(metadata) {}
+
+  std::string err, hint;
+
+  // --- nlohmann SAX interface ---
+  bool null() { return scalar("null"); }
+  bool boolean(bool v) { return scalar(v ? "true" : "false"); }
+  bool number_integer(int64_t v) { return scalar(std::to_string(v)); }
+  bool number_unsigned(uint64_t v) {
+    if (at_ == At::Shape && skip_ == 0) {
+      if (v > (1ull << 48)) return fail(t() + ": \"shape\" entry " + std::to_string(v) + " is too large (limit 2^48)");
+      cur_.shape.push_back(int64_t(v));
+      return true;
+    }
+    if (at_ == At::Offsets && skip_ == 0) {
+      if (noff_ == 2) return fail(t() + ": \"data_offsets\" must be [begin, end], got more than two numbers");
+      off_[noff_++] = v;
+      return true;
+    }
+    return scalar(std::to_string(v));
+  }
+  bool number_float(double, const std::string& s) { return scalar(s); }
+  bool string(std::string& s) {
+    if (skip_ == 0 && at_ == At::Meta) {
+      metadata_.emplace(key_, s);  // key() already refused a duplicate
+      return true;
+    }
+    if (skip_ == 0 && at_ == At::Entry && next_ == Next::Dtype) {
+      cur_.dtype = s;
+      return true;
+    }
+    return scalar("a string");
+  }
+  bool binary(nlohmann::json::binary_t&) { return scalar("binary data"); }
+  bool start_object(size_t) { return open(true); }
+  bool start_array(size_t) { return open(false); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    if (skip_ > 0) return true;
+    switch (at_) {
+      case At::Root:
+        if (k == "__metadata__") {
+          if (meta_seen_) return fail("the header has two \"__metadata__\" objects", "the header is corrupt");
+          meta_seen_ = true;
+          is_meta_ = true;
+        } else {
+          if (k.empty()) return fail("a tensor has an empty name", "the header is corrupt");
+          is_meta_ = false;
+          cur_ = SafetensorsEntry{};
+          cur_.name = k;
+        }
+        next_ = Next::RootValue;
+        return true;
+      case At::Meta:
+        if (metadata_.count(k)) return fail("metadata key " + dq(k) + " appears twice", "the header is corrupt");
+        key_ = k;
+        return true;
+      case At::Entry: {
+        Next n = k == "dtype" ? Next::Dtype : k == "shape" ? Next::Shape : k == "data_offsets" ? Next::Offsets : Next::Unknown;
+        if (n != Next::Unknown) {
+          bool& seen = n == Next::Dtype ? has_dtype_ : n == Next::Shape ? has_shape_ : has_offsets_;
+          if (seen) return fail(t() + ": \"" + k + "\" appears twice in its header entry", "the header is corrupt");
+          seen = true;
+        }
+        next_ = n;  // unknown fields are skipped, as the reference implementation does
+        return true;
+      }
+      default:
+        return fail("internal: unexpected key");
+    }
+  }
+  bool parse_error(size_t pos, const std::string& last, const nlohmann::json::exception& e) {
+    if (err.empty())
+      fail("header is not valid JSON at byte " + std::to_string(pos) + ": " + json_error_detail(e),
+           "the header is corrupt, or this is not a safetensors file");
+    return false;
+  }
+
+  bool done() const { return done_; }
+
+ private:
+  enum class At { Top, Root, Meta, Entry, Shape, Offsets };
+  enum class Next { RootValue, Dtype, Shape, Offsets, Unknown };
+
+  std::string t() const { return "tensor " + in_quotes(cur_.name); }
+  bool fail(const std::string& what, const std::string& h = "") {
+    if (err.empty()) {
+      err = what;
+      hint = h;
+    }
+    return false;
+  }
+
+  // Any value that is not an object, array or a value handled above.
+  bool scalar(const std::string& what) {
+    if (skip_ > 0) return true;
+    switch (at_) {
+      case At::Top: return fail("header is not a JSON object");
+      case At::Root:
+        return is_meta_ ? fail("\"__metadata__\" is not an object") : fail(t() + ": header entry is not an object");
+      case At::Meta: return fail("metadata value of " + dq(key_) + " is not a string (got " + escaped(what, 40) + ")");
+      case At::Entry:
+        switch (next_) {
+          case Next::Dtype: return fail(t() + ": \"dtype\" is not a string (got " + escaped(what, 40) + ")");
+          case Next::Shape: return fail(t() + ": \"shape\" is not an array (got " + escaped(what, 40) + ")");
+          case Next::Offsets: return fail(t() + ": \"data_offsets\" must be [begin, end], got " + escaped(what, 40));
+          default: return true;  // an unknown field's value
+        }
+      case At::Shape:
+        return fail(t() + ": \"shape\" must hold non-negative integers, got " + escaped(what, 40));
+      case At::Offsets:
+        return fail(t() + ": \"data_offsets\" must be [begin, end] of unsigned integers, got " + escaped(what, 40));
+    }
+    return false;
+  }
+
+  bool open(bool object) {
+    if (skip_ > 0) {
+      ++skip_;
+      return true;
+    }
+    switch (at_) {
+      case At::Top:
+        if (!object) return fail("header is not a JSON object");
+        at_ = At::Root;
+        return true;
+      case At::Root:
+        if (is_meta_) {
+          if (!object) return fail("\"__metadata__\" is not an object");
+          at_ = At::Meta;
+        } else {
+          if (!object) return fail(t() + ": header entry is not an object");
+          at_ = At::Entry;
+          has_dtype_ = has_shape_ = has_offsets_ = false;
+        }
+        return true;
+      case At::Meta:
+        return scalar(object ? "an object" : "an array");
+      case At::Entry:
+        if (next_ == Next::Unknown) {
+          skip_ = 1;
+          return true;
+        }
+        if (object || next_ == Next::Dtype) return scalar(object ? "an object" : "an array");
+        at_ = next_ == Next::Shape ? At::Shape : At::Offsets;
+        noff_ = 0;
+        return true;
+      case At::Shape:
+      case At::Offsets:
+        return scalar(object ? "an object" : "an array");
+    }
+    return false;
+  }
+
+  bool close() {
+    if (skip_ > 0) {
+      --skip_;
+      return true;
+    }
+    switch (at_) {
+      case At::Root: at_ = At::Top; done_ = true; return true;
+      case At::Meta: at_ = At::Root; return true;
+      case At::Entry: at_ = At::Root; return finish_entry();
+      case At::Shape: at_ = At::Entry; return true;
+      case At::Offsets:
+        if (noff_ != 2)
+          return fail(t() + ": \"data_offsets\" must be [begin, end], got " + std::to_string(noff_) + " number(s)");
+        at_ = At::Entry;
+        return true;
+      default: return fail("internal: unbalanced JSON");
+    }
+  }
+
+  bool finish_entry() {
+    SafetensorsEntry& e = cur_;
+    if (!has_dtype_) return fail(t() + ": missing \"dtype\" in its header entry");
+    if (!has_shape_) return fail(t() + ": missing \"shape\" in its header entry");
+    if (!has_offsets_) return fail(t() + ": missing \"data_offsets\" in its header entry");
+    const size_t esize = safetensors_dtype_size(e.dtype);
+    if (esize == 0)
+      return fail(t() + ": unsupported dtype " + in_quotes(e.dtype), "remat reads F32, F16, BF16 and F64");
+    uint64_t numel = 1;
+    for (int64_t d : e.shape)
+      if (__builtin_mul_overflow(numel, uint64_t(d), &numel))
+        return fail(t() + ": shape " + shape_str(e.shape) + " overflows (more than 2^64 elements)", "the header is corrupt");
+    e.begin = off_[0];
+    e.end = off_[1];
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(numel, uint64_t(esize), &bytes) || bytes > buffer_)
+      return fail(t() + ": shape " + shape_str(e.shape) + " of " + e.dtype + " needs more bytes than the data buffer (" +
+                      std::to_string(buffer_) + " bytes)",
+                  "the file is truncated");
+    if (e.begin > e.end || e.end > buffer_)
+      return fail(t() + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                      "] lie outside the data buffer (" + std::to_string(buffer_) + " bytes)",
+                  "the file is truncated or its header is corrupt");
+    if (e.end - e.begin != bytes)
+      return fail(t() + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] span " +
+                  std::to_string(e.end - e.begin) + " bytes but shape " + shape_str(e.shape) + " of " + e.dtype +
+                  " needs " + std::to_string(bytes));
+    entries_.push_back(std::move(e));
+    return true;
+  }
+
+  const uint64_t buffer_;
+  std::vector<SafetensorsEntry>& entries_;
+  std::map<std::string, std::string>& metadata_;
+  At at_ = At::Top;
+  Next next_ = Next::RootValue;
+  int64_t skip_ = 0;  // > 0: inside the value of an unknown field, at this nesting depth
+  bool done_ = false, meta_seen_ = false, is_meta_ = false;
+  bool has_dtype_ = false, has_shape_ = false, has_offsets_ = false;
+  std::string key_;  // the current metadata key
+  SafetensorsEntry cur_;
+  uint64_t off_[2] = {0, 0};
+  int noff_ = 0;
+};
+
+}  // namespace
+
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   file_size_ = regular_file_size(path, "safetensors file");
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -77,70 +348,69 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
                std::to_string(file_size_ - 8) + " bytes follow the 8-byte length field", not_st);
     data_start_ = 8 + n;
     const uint64_t buffer = file_size_ - data_start_;
-    std::string text(n, '\0');
-    read_at(8, text.data(), n);
+    std::unique_ptr<char[]> text(new char[n]);  // uninitialised: up to 100 MB, overwritten at once
+    read_at(8, text.get(), n);
     if (n == 0 || text[0] != '{') fail("header is not a JSON object (it must start with '{')", not_st);
 
-    ojson h;
+    // One pass over the header (linear in its size), building the entries as it goes.
+    HeaderSax sax(buffer, entries_, metadata_);
+    bool ok = false;
     try {
-      h = ojson::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      fail("header is not valid JSON: " + one_line(e.what()), not_st);
+      ok = nlohmann::json::sax_parse(text.get(), text.get() + n, &sax);
+    } catch (const nlohmann::json::exception& e) {  // not expected from a SAX parse; kept one-line
+      fail("header is not valid JSON: " + json_error_detail(e), not_st);
     }
-    if (!h.is_object()) fail("header is not a JSON object");
+    if (!sax.err.empty()) fail(sax.err, sax.hint);
+    if (!ok || !sax.done()) fail("header is not valid JSON", not_st);
 
-    for (auto it = h.begin(); it != h.end(); ++it) {
-      const std::string& name = it.key();
-      const ojson& v = it.value();
-      if (name == "__metadata__") {
-        if (!v.is_object()) fail("\"__metadata__\" is not an object");
-        for (auto m = v.begin(); m != v.end(); ++m) {
-          if (!m.value().is_string()) fail("metadata value of \"" + m.key() + "\" is not a string");
-          metadata_[m.key()] = m.value().get<std::string>();
-        }
-        continue;
+    // Names are unique. index_ lists the entries by name, for find().
+    {
+      std::vector<std::pair<std::string_view, size_t>> by_name(entries_.size());
+      for (size_t i = 0; i < by_name.size(); ++i) by_name[i] = {entries_[i].name, i};
+      std::sort(by_name.begin(), by_name.end());
+      index_.resize(by_name.size());
+      for (size_t k = 0; k < by_name.size(); ++k) {
+        if (k > 0 && by_name[k].first == by_name[k - 1].first)
+          fail("tensor " + in_quotes(std::string(by_name[k].first)) + " appears twice in the header",
+               "the header is corrupt");
+        index_[k] = by_name[k].second;
       }
-      const std::string t = "tensor '" + name + "'";
-      if (!v.is_object()) fail(t + ": header entry is not an object");
-      for (const char* key : {"dtype", "shape", "data_offsets"})
-        if (!v.contains(key)) fail(t + ": missing \"" + key + "\" in its header entry");
-      SafetensorsEntry e;
-      e.name = name;
-      if (!v["dtype"].is_string()) fail(t + ": \"dtype\" is not a string");
-      e.dtype = v["dtype"].get<std::string>();
-      const size_t esize = safetensors_dtype_size(e.dtype);
-      if (esize == 0) fail(t + ": unsupported dtype '" + e.dtype + "'", "remat reads F32, F16, BF16 and F64");
-      const ojson& s = v["shape"];
-      if (!s.is_array()) fail(t + ": \"shape\" is not an array");
-      uint64_t numel = 1;
-      for (const ojson& d : s) {
-        if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 48))
-          fail(t + ": \"shape\" must hold non-negative integers, got " + one_line(s.dump()));
-        uint64_t dim = d.get<uint64_t>();
-        if (__builtin_mul_overflow(numel, dim, &numel)) fail(t + ": shape " + s.dump() + " overflows");
-        e.shape.push_back(int64_t(dim));
-      }
-      const ojson& o = v["data_offsets"];
-      if (!o.is_array() || o.size() != 2 || !o[0].is_number_unsigned() || !o[1].is_number_unsigned())
-        fail(t + ": \"data_offsets\" must be [begin, end], got " + one_line(o.dump()));
-      e.begin = o[0].get<uint64_t>();
-      e.end = o[1].get<uint64_t>();
-      uint64_t bytes = 0;
-      if (__builtin_mul_overflow(numel, uint64_t(esize), &bytes) || bytes > buffer)
-        fail(t + ": shape " + shape_str(e.shape) + " of " + e.dtype + " needs more bytes than the data buffer (" +
-                 std::to_string(buffer) + " bytes)",
-             "the file is truncated");
-      if (e.begin > e.end || e.end > buffer)
-        fail(t + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                 "] lie outside the data buffer (" + std::to_string(buffer) + " bytes)",
-             "the file is truncated or its header is corrupt");
-      if (e.end - e.begin != bytes)
-        fail(t + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] span " +
-             std::to_string(e.end - e.begin) + " bytes but shape " + shape_str(e.shape) + " of " + e.dtype +
-             " needs " + std::to_string(bytes));
-      index_[name] = entries_.size();
-      entries_.push_back(std::move(e));
     }
+
+    // The tensors, taken by offset, must tile the data buffer exactly: no gap, no overlap (two
+    // names sharing bytes would load the same weights twice), nothing after the last one.
+    std::vector<std::tuple<uint64_t, uint64_t, size_t>> order(entries_.size());  // (begin, end, index)
+    for (size_t i = 0; i < order.size(); ++i) order[i] = {entries_[i].begin, entries_[i].end, i};
+    std::sort(order.begin(), order.end());
+    const std::string corrupt = "the header is corrupt: data_offsets must cover the data buffer exactly, without gaps or overlaps";
+    uint64_t pos = 0;
+    const SafetensorsEntry* prev = nullptr;
+    auto span = [](const SafetensorsEntry& e) {
+      std::string s(1, '[');
+      s += std::to_string(e.begin);
+      s += ", ";
+      s += std::to_string(e.end);
+      s += ']';
+      return s;
+    };
+    for (const auto& o : order) {
+      const SafetensorsEntry& e = entries_[std::get<2>(o)];
+      if (e.begin < pos)
+        fail("tensor " + in_quotes(e.name) + " at data_offsets " + span(e) + " overlaps tensor " + in_quotes(prev->name) +
+                 " at " + span(*prev), corrupt);
+      if (e.begin > pos)
+        fail(prev ? "a gap of " + std::to_string(e.begin - pos) + " bytes between tensor " + in_quotes(prev->name) +
+                        " at data_offsets " + span(*prev) + " and tensor " + in_quotes(e.name) + " at " + span(e)
+                  : "the first tensor by offset, " + in_quotes(e.name) + ", starts at byte " + std::to_string(e.begin) +
+                        " of the data buffer, not 0",
+             corrupt);
+      pos = e.end;
+      prev = &e;
+    }
+    if (pos != buffer)
+      fail("the tensors cover " + std::to_string(pos) + " bytes but the data buffer holds " + std::to_string(buffer) +
+               " (" + std::to_string(buffer - pos) + " bytes after the last tensor)",
+           "the file has trailing bytes or its header is corrupt");
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
@@ -153,8 +423,9 @@ SafetensorsReader::~SafetensorsReader() {
 }
 
 const SafetensorsEntry* SafetensorsReader::find(const std::string& name) const {
-  auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &entries_[it->second];
+  auto it = std::lower_bound(index_.begin(), index_.end(), name,
+                             [&](size_t i, const std::string& n) { return entries_[i].name < n; });
+  return it == index_.end() || entries_[*it].name != name ? nullptr : &entries_[*it];
 }
 
 const SafetensorsEntry& SafetensorsReader::at(const std::string& name) const {
@@ -219,11 +490,26 @@ Tensor SafetensorsReader::read_tensor(const SafetensorsEntry& e, Category cat, c
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  ojson h = ojson::object();
+  // The header is assembled as text, in the given order, in linear time (an ordered_json object
+  // would search its keys on every insertion).
+  auto json_str = [&](const std::string& s) {
+    try {
+      return nlohmann::json(s).dump();
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(kC, "cannot save '" + path + "': " + in_quotes(s) + " is not valid UTF-8",
+                  "tensor names and metadata must be UTF-8");
+    }
+  };
+  std::string header = "{";
   if (!metadata.empty()) {
-    ojson m = ojson::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    h["__metadata__"] = std::move(m);
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      if (!first) header += ',';
+      first = false;
+      header += json_str(k) + ':' + json_str(v);
+    }
+    header += '}';
   }
   std::set<std::string> seen;
   uint64_t offset = 0;
@@ -234,15 +520,16 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
       throw Error(kC, "cannot save '" + path + "': tensor name '" + name + "' appears twice");
     if (!t || !t->defined()) throw Error(kC, "cannot save '" + path + "': tensor '" + name + "' is undefined");
     const uint64_t bytes = uint64_t(t->numel()) * 4;
-    h[name] = ojson{{"dtype", "F32"}, {"shape", t->shape()}, {"data_offsets", {offset, offset + bytes}}};
+    if (header.size() > 1) header += ',';
+    header += json_str(name) + ":{\"dtype\":\"F32\",\"shape\":[";
+    for (size_t i = 0; i < t->shape().size(); ++i) {
+      if (i) header += ',';
+      header += std::to_string(t->shape()[i]);
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + ',' + std::to_string(offset + bytes) + "]}";
     offset += bytes;
   }
-  std::string header;
-  try {
-    header = h.dump();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(kC, "cannot save '" + path + "': " + one_line(e.what()), "tensor names and metadata must be UTF-8");
-  }
+  header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');  // 8-byte aligned data, as the reference does
   const uint64_t n = header.size();
   AtomicWriter w(path);

@@ -2,8 +2,9 @@
 //   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
 //    "__metadata__": {"key": "value"}}
 // then the data buffer (offsets are relative to its start). The reader validates the whole header
-// up front and reads tensor data on demand with pread, so opening a multi-GB file costs only its
-// header. Errors are remat::Error with the "safetensors" prefix and the file name.
+// up front, in one linear pass, and reads tensor data on demand with pread, so opening a multi-GB
+// file costs only its header. Errors are remat::Error with the "safetensors" prefix and the file
+// name, naming the offending tensor or key.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,7 +33,10 @@ float bf16_to_f32(uint16_t b);
 
 class SafetensorsReader {
  public:
-  // Opens and validates the file: header size, JSON, every entry's dtype, shape and data_offsets.
+  // Opens and validates the file: header size, JSON, every entry's dtype, shape and data_offsets;
+  // no duplicate tensor names, at most one "__metadata__" with string values, and the tensors
+  // taken by offset tile the data buffer exactly (from 0 to the end of the file, no gap, no
+  // overlap).
   explicit SafetensorsReader(const std::string& path);
   ~SafetensorsReader();
   SafetensorsReader(const SafetensorsReader&) = delete;
@@ -62,7 +66,7 @@ class SafetensorsReader {
   int fd_ = -1;
   uint64_t file_size_ = 0, data_start_ = 0;
   std::vector<SafetensorsEntry> entries_;
-  std::map<std::string, size_t> index_;
+  std::vector<size_t> index_;  // entries_ sorted by name
   std::map<std::string, std::string> metadata_;
 };
 

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 
@@ -278,4 +281,196 @@ TEST_F(SafetensorsTest, SaveErrors) {
   msg = error_of([&] { remat::save_safetensors(p("no/dir/x"), {{"a", &a}}); });
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+namespace {
+
+std::string u64le(uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
+
+// The message of opening a file made of `header` and `data_bytes` zero bytes.
+std::string open_error(const std::string& path, const std::string& header, size_t data_bytes) {
+  remat::write_file_atomic(path, u64le(header.size()) + header + std::string(data_bytes, '\0'));
+  return error_of([&] { SafetensorsReader r(path); });
+}
+
+std::string entry(const std::string& name, const std::string& shape, uint64_t b, uint64_t e,
+                  const std::string& dtype = "F32") {
+  return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
+         std::to_string(b) + "," + std::to_string(e) + "]}";
+}
+
+}  // namespace
+
+TEST_F(SafetensorsTest, OffsetsMustTileTheBufferExactly) {
+  struct Case {
+    std::string header;
+    size_t data;
+    std::string want;
+  };
+  std::vector<Case> cases = {
+      // Two names aliasing the same bytes: accepted before, and both loaded the same weights.
+      {"{" + entry("a", "[2]", 0, 8) + "," + entry("b", "[2]", 0, 8) + "}", 16,
+       "tensor 'b' at data_offsets [0, 8] overlaps tensor 'a' at [0, 8]"},
+      {"{" + entry("a", "[2]", 0, 8) + "," + entry("b", "[2]", 4, 12) + "}", 12,
+       "tensor 'b' at data_offsets [4, 12] overlaps tensor 'a' at [0, 8]"},
+      {"{" + entry("b", "[2]", 12, 20) + "," + entry("a", "[2]", 0, 8) + "}", 20,
+       "a gap of 4 bytes between tensor 'a' at data_offsets [0, 8] and tensor 'b' at [12, 20]"},
+      {"{" + entry("a", "[2]", 4, 12) + "}", 12, "the first tensor by offset, 'a', starts at byte 4"},
+      {"{" + entry("a", "[2]", 0, 8) + "}", 12, "the tensors cover 8 bytes but the data buffer holds 12"},
+      {"{}", 3, "the tensors cover 0 bytes but the data buffer holds 3"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = p("off" + std::to_string(i) + ".safetensors");
+    std::string msg = open_error(path, cases[i].header, cases[i].data);
+    EXPECT_NE(msg.find(cases[i].want), std::string::npos) << "case " << i << ": " << msg;
+    EXPECT_NE(msg.find("[safetensors] '" + path + "'"), std::string::npos) << "case " << i << ": " << msg;
+  }
+  // Accepted: header order differs from data order; zero-byte tensors may share an offset; an
+  // empty file; unknown fields in an entry are ignored, as the reference implementation does.
+  const std::string ok = "{" + entry("b", "[1]", 4, 8) + "," + entry("z1", "[0,3]", 4, 4) + "," +
+                         entry("a", "[1]", 0, 4) + "," + entry("z0", "[0]", 4, 4) +
+                         ",\"c\":{\"extra\":{\"deep\":[1,{\"x\":[]}]},\"dtype\":\"F32\",\"shape\":[],"
+                         "\"data_offsets\":[8,12],\"more\":null}}";
+  std::vector<float> data = {1.5f, -2.0f, 7.0f};
+  SafetensorsReader r(raw("ok.st", ok, bytes_of(data)));
+  ASSERT_EQ(r.entries().size(), 5u);
+  std::vector<float> out(1);
+  r.read_f32(r.at("a"), out);
+  EXPECT_EQ(out[0], 1.5f);
+  r.read_f32(r.at("b"), out);
+  EXPECT_EQ(out[0], -2.0f);
+  r.read_f32(r.at("c"), out);
+  EXPECT_EQ(out[0], 7.0f);
+  EXPECT_EQ(r.at("z1").shape, (remat::Shape{0, 3}));
+  SafetensorsReader empty(raw("empty.st", "{}", ""));
+  EXPECT_TRUE(empty.entries().empty());
+  SafetensorsReader padded(raw("padded.st", "{\"__metadata__\":{}}     ", ""));
+  EXPECT_TRUE(padded.entries().empty());
+}
+
+TEST_F(SafetensorsTest, DuplicateKeysAreRefused) {
+  const std::string a = entry("a", "[2]", 0, 8), b = entry("b", "[2]", 8, 16);
+  struct Case {
+    std::string header, want;
+  };
+  std::vector<Case> cases = {
+      {"{" + a + "," + b + "," + entry("a", "[2]", 8, 16) + "}", "tensor 'a' appears twice in the header"},
+      {"{" + a + "," + a + "}", "tensor 'a' appears twice in the header"},
+      {"{\"__metadata__\":{\"x\":\"1\"}," + a + ",\"__metadata__\":{\"y\":\"2\"}}",
+       "the header has two \"__metadata__\" objects"},
+      {"{\"__metadata__\":{\"x\":\"1\",\"x\":\"2\"}," + a + "}", "metadata key \"x\" appears twice"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"shape\":[4],\"data_offsets\":[0,8]}}",
+       "tensor 'a': \"shape\" appears twice in its header entry"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"data_offsets\":[8,16]}}",
+       "tensor 'a': \"data_offsets\" appears twice"},
+  };
+  // Twins far apart in a long header: n entries of 4 bytes, entry 3 named again at the end.
+  std::string far = "{";
+  for (int k = 0; k < 2000; ++k) {
+    if (k) far += ',';
+    far += entry("h." + std::to_string(k == 1999 ? 3 : k) + ".w", "[1]", 4 * k, 4 * k + 4);
+  }
+  cases.push_back({far + "}", "tensor 'h.3.w' appears twice in the header"});
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string msg = open_error(p("dup" + std::to_string(i)), cases[i].header, i + 1 == cases.size() ? 8000 : 16);
+    EXPECT_NE(msg.find(cases[i].want), std::string::npos) << "case " << i << ": " << msg;
+  }
+}
+
+TEST_F(SafetensorsTest, BadValuesNameTheTensorOrKey) {
+  auto with_shape = [](const std::string& shape) {
+    return "{\"w.0\":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[0,8]}}";
+  };
+  auto with_offsets = [](const std::string& offsets) {
+    return "{\"w.0\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" + offsets + "}}";
+  };
+  struct Case {
+    std::string header, want;
+  };
+  std::vector<Case> cases = {
+      {with_shape("[2.0]"), "tensor 'w.0': \"shape\" must hold non-negative integers, got 2.0"},
+      {with_shape("[2.5]"), "got 2.5"},
+      {with_shape("[-2]"), "got -2"},
+      {with_shape("[-0]"), "got 0"},
+      {with_shape("[1e30]"), "got 1e30"},
+      {with_shape("[99999999999999999999999]"), "got 99999999999999999999999"},
+      {with_shape("[\"2\"]"), "got a string"},
+      {with_shape("[[2]]"), "got an array"},
+      {with_shape("[null]"), "got null"},
+      {with_shape("2"), "tensor 'w.0': \"shape\" is not an array (got 2)"},
+      {with_shape("[281474976710657]"), "\"shape\" entry 281474976710657 is too large"},
+      {with_shape("[281474976710656,281474976710656]"), "overflows"},
+      {with_offsets("[-1,8]"), "tensor 'w.0': \"data_offsets\" must be [begin, end] of unsigned integers, got -1"},
+      {with_offsets("[0,8.0]"), "got 8.0"},
+      {with_offsets("[0,\"8\"]"), "got a string"},
+      {with_offsets("[0,8,16]"), "got more than two numbers"},
+      {with_offsets("[]"), "got 0 number(s)"},
+      {with_offsets("{\"begin\":0}"), "must be [begin, end], got an object"},
+      {"{\"w.0\":{\"dtype\":32,\"shape\":[2],\"data_offsets\":[0,8]}}", "tensor 'w.0': \"dtype\" is not a string"},
+      {"{\"\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", "a tensor has an empty name"},
+      {"{\"__metadata__\":{\"step\":42}}", "metadata value of \"step\" is not a string (got 42)"},
+      {"{\"__metadata__\":{\"step\":{\"a\":1}}}", "metadata value of \"step\" is not a string (got an object)"},
+      {"{\"__metadata__\":\"pt\"}", "\"__metadata__\" is not an object"},
+      // Control characters in names are escaped: the message stays on one line.
+      {"{\"bad\\nname\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}",
+       "tensor 'bad\\x0aname': data_offsets [0, 8] span 8 bytes but shape (1) of F32 needs 4"},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}} x", "header is not valid JSON at byte"},
+      {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,1e999]}}", "header is not valid JSON"},
+      {"{\"w\":\"\xff\"}", "header is not valid JSON"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = p("bad" + std::to_string(i));
+    std::string msg = open_error(path, cases[i].header, 8);
+    EXPECT_NE(msg.find(cases[i].want), std::string::npos) << "case " << i << ": " << msg;
+    EXPECT_NE(msg.find("[safetensors] '" + path + "'"), std::string::npos) << "case " << i << ": " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "case " << i << ": " << msg;
+    EXPECT_EQ(msg.find("json.exception"), std::string::npos) << "case " << i << ": " << msg;
+    EXPECT_LT(msg.size(), 400u) << "case " << i << ": " << msg;
+  }
+  // A very long name is cut in messages.
+  std::string msg = open_error(p("long"), "{" + entry(std::string(5000, 'n'), "[3]", 0, 8) + "}", 8);
+  EXPECT_NE(msg.find("nnn...'"), std::string::npos) << msg;
+  EXPECT_LT(msg.size(), 400u) << msg;
+}
+
+TEST_F(SafetensorsTest, HugeHeaderOpensInLinearTime) {
+  // 600,000 one-element tensors, listed in the reverse of their data order. The reader used to
+  // spend O(n^2) on this (over 500 s); one pass takes well under a second in Release.
+  const size_t n = 600000;
+  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+  header.reserve(n * 72);
+  for (size_t k = n; k-- > 0;) {
+    header += ",\"model.layers.";
+    header += std::to_string(k);
+    header += ".w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[";
+    header += std::to_string(4 * k);
+    header += ',';
+    header += std::to_string(4 * k + 4);
+    header += "]}";
+  }
+  header += '}';
+  std::vector<float> data(n);
+  for (size_t k = 0; k < n; ++k) data[k] = float(k);
+  const std::string path = p("huge.safetensors");
+  {
+    std::ofstream f(path, std::ios::binary);  // no fsync: 50 MB
+    const uint64_t len = header.size();
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f << header << bytes_of(data);
+    ASSERT_TRUE(f.good());
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  SafetensorsReader r(path);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("opened a %zu-entry header (%.1f MB) in %.3f s\n", n, double(header.size()) / 1e6, secs);
+  EXPECT_LT(secs, 10.0);  // O(n^2) took minutes; generous for Debug and sanitizer builds
+  ASSERT_EQ(r.entries().size(), n);
+  EXPECT_EQ(r.entries().front().name, "model.layers.599999.w");
+  std::vector<float> out(1);
+  for (size_t k : {size_t(0), size_t(12345), n - 1}) {
+    r.read_f32(r.at("model.layers." + std::to_string(k) + ".w"), out);
+    EXPECT_EQ(out[0], float(k));
+  }
+
 }
