@@ -1,7 +1,8 @@
 // Differentiable ops over Tensors. Each op runs its kernel, and when recording builds a Node whose
-// saved tensors are declared in one place (the node's fields, set through autograd::save). Names are
-// the activation table's names: an op called "h.3.ln_1" produces "h.3.ln_1" (its output) and
-// "h.3.ln_1.mean" / "h.3.ln_1.rstd".
+// saved tensors are declared in one place (the node's fields, set through autograd::save), with its
+// FLOPs. Names are the activation table's names: an op called "h.3.ln_1" produces "h.3.ln_1" (its
+// output) and "h.3.ln_1.mean" / "h.3.ln_1.rstd". Under a ShapeOnlyScope (core/tensor.h) ops skip
+// their kernels but build the same nodes: that dry run is the planner's activation table.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -20,7 +21,7 @@ struct Rng {
 enum class AttentionKind { Naive, Flash };
 const char* attention_kind_name(AttentionKind k);
 
-// (B*T) tokens -> (B, T, C) = wte[token] + wpe[position].
+// (B*T) tokens -> (B, T, C) = wte[token] + wpe[position]; an undefined wpe means no positions.
 Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tensor& wpe, int64_t B, int64_t T,
                  const std::string& name);
 // Layernorm over the last dimension. Saves the input, mean and rstd.
@@ -29,9 +30,21 @@ Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name);
 // x (..., C) @ w^T where w is (OC, C): the tied LM head. Saves the input.
 Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name);
-// Causal self-attention over qkv (B, T, 3C) -> (B, T, C). Naive saves qkv and the (B, NH, T, T)
-// probabilities; flash saves qkv, its output and the (B, NH, T) log-sum-exp. Neither stores a mask.
-Tensor attention(const Tensor& qkv, int64_t NH, float p, Rng rng, AttentionKind kind, const std::string& name);
+// Causal self-attention over qkv (B, T, (NH + 2*KVH) * HS) -> (B, T, NH * HS): NH query heads,
+// KVH key/value heads (grouped-query attention when KVH < NH; GPT-2's qkv (B, T, 3C) is KVH = NH).
+// Naive saves qkv and the (B, NH, T, T) probabilities; flash saves qkv, its output and the
+// (B, NH, T) log-sum-exp. Neither stores a mask.
+Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, AttentionKind kind,
+                 const std::string& name);
+// RMSNorm over the last dimension (LLaMA). Saves the input and rstd.
+Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps, const std::string& name);
+// silu(gate) * up (LLaMA's SwiGLU MLP). Saves gate and up.
+Tensor swiglu(const Tensor& gate, const Tensor& up, const std::string& name);
+// Rotary position embeddings on q (B, T, NH*HS) and k (B, T, KVH*HS) (Hugging Face's rotate_half
+// convention, angle t * theta^(-2i/HS)), packed with v into the attention's qkv layout. Saves nothing:
+// the backward rotates back with tables it rebuilds.
+Tensor rope_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t NH, int64_t KVH, float theta,
+                const std::string& name);
 // Tanh-form GELU. Saves the input.
 Tensor gelu(const Tensor& x, const std::string& name);
 // a + b. Saves nothing.

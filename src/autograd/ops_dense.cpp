@@ -58,7 +58,8 @@ struct EmbeddingNode : Node {
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out[b,t] = wte[tok] + wpe[t], so dwte[tok] += dout[b,t], dwpe[t] += dout[b,t]
-    kernels::encoder_backward(g.get(wte).span(), g.get(wpe).span(), dout->cspan(), tokens.data(), B, T, C);
+    kernels::encoder_backward(g.get(wte).span(), wpe.defined() ? g.get(wpe).span() : std::span<float>{}, dout->cspan(),
+                              tokens.data(), B, T, C);
   }
 };
 
@@ -68,7 +69,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::stri
   const int64_t C = x.dim(-1), OC = w.dim(1), N = x.numel() / C;
   REMAT_ASSERT(w.dim(0) == C, "linear: weight must be (in, out)");
   Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
-  kernels::matmul_forward(out.span(), x.cspan(), w.cspan(), b.defined() ? b.cspan() : std::span<const float>{}, N, C, OC);
+  if (!shape_only())
+    kernels::matmul_forward(out.span(), x.cspan(), w.cspan(), b.defined() ? b.cspan() : std::span<const float>{}, N, C, OC);
   const double flops = 2.0 * N * C * OC;
   if (!recording()) { count_forward(LinearNode::kOp, name, flops); return out; }
   auto n = std::make_unique<LinearNode>();
@@ -88,7 +90,7 @@ Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
   const int64_t C = x.dim(-1), OC = w.dim(0), N = x.numel() / C;
   REMAT_ASSERT(w.dim(1) == C, "linear_nt: weight must be (out, in)");
   Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
-  kernels::matmul_nt_forward(out.span(), x.cspan(), w.cspan(), N, C, OC);
+  if (!shape_only()) kernels::matmul_nt_forward(out.span(), x.cspan(), w.cspan(), N, C, OC);
   const double flops = 2.0 * N * C * OC;
   if (!recording()) { count_forward(LinearNTNode::kOp, name, flops); return out; }
   auto n = std::make_unique<LinearNTNode>();
@@ -106,16 +108,18 @@ Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
 Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tensor& wpe, int64_t B, int64_t T,
                  const std::string& name) {
   const int64_t C = wte.dim(1);
-  REMAT_ASSERT(int64_t(tokens.size()) == B * T, "embedding: token count must be B*T");
+  REMAT_ASSERT(int64_t(tokens.size()) == B * T || shape_only(), "embedding: token count must be B*T");
   Tensor out = Tensor::empty({B, T, C}, Category::Activation, name);
-  kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), wpe.cspan(), B, T, C);
-  const double flops = double(B) * T * C;
+  if (!shape_only())
+    kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), wpe.defined() ? wpe.cspan() : std::span<const float>{},
+                             B, T, C);
+  const double flops = wpe.defined() ? double(B) * T * C : 0.0;  // the position add
   if (!recording()) { count_forward(EmbeddingNode::kOp, name, flops); return out; }
   auto n = std::make_unique<EmbeddingNode>();
   n->name = name;
   n->outputs = {out.id()};
   n->flops_fwd = flops;
-  n->flops_bwd = 2 * flops;
+  n->flops_bwd = wpe.defined() ? 2 * flops : double(B) * T * C;
   n->tokens = tokens;
   n->wte = wte;
   n->wpe = wpe;

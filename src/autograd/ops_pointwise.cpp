@@ -76,7 +76,8 @@ Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
   Tensor mean = Tensor::empty(rows_of(x.shape()), Category::Activation, name + ".mean");
   Tensor rstd = Tensor::empty(rows_of(x.shape()), Category::Activation, name + ".rstd");
-  kernels::layernorm_forward(out.span(), mean.span(), rstd.span(), x.cspan(), w.cspan(), b.cspan(), N, C);
+  if (!shape_only())
+    kernels::layernorm_forward(out.span(), mean.span(), rstd.span(), x.cspan(), w.cspan(), b.cspan(), N, C);
   const double flops = 8.0 * N * C;
   if (!recording()) { count_forward(LayerNormNode::kOp, name, flops); return out; }
   // Selective recomputation (policy `norms`): the output is rebuilt from the saved input, mean, rstd.
@@ -102,7 +103,7 @@ Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
 
 Tensor gelu(const Tensor& x, const std::string& name) {
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
-  kernels::gelu_forward(out.span(), x.cspan(), x.numel());
+  if (!shape_only()) kernels::gelu_forward(out.span(), x.cspan(), x.numel());
   const double flops = 10.0 * x.numel();
   if (!recording()) { count_forward(GeluNode::kOp, name, flops); return out; }
   // Selective recomputation (policy `gelu`, llm.c's recompute=1): rebuilt from the saved input.
@@ -124,7 +125,7 @@ Tensor gelu(const Tensor& x, const std::string& name) {
 Tensor add(const Tensor& a, const Tensor& b, const std::string& name) {
   REMAT_ASSERT(a.numel() == b.numel(), "add: shapes must match");
   Tensor out = Tensor::empty(a.shape(), Category::Activation, name);
-  kernels::residual_forward(out.span(), a.cspan(), b.cspan(), a.numel());
+  if (!shape_only()) kernels::residual_forward(out.span(), a.cspan(), b.cspan(), a.numel());
   const double flops = double(a.numel());
   if (!recording()) { count_forward(AddNode::kOp, name, flops); return out; }
   auto n = std::make_unique<AddNode>();
@@ -142,7 +143,7 @@ Tensor dropout(const Tensor& x, float p, Rng rng, const std::string& name) {
   if (p == 0.0f) return x;
   rng.seed += recorder().rng_salt;
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name);
-  kernels::dropout_forward(out.span(), x.cspan(), x.numel(), p, rng.seed, rng.offset);
+  if (!shape_only()) kernels::dropout_forward(out.span(), x.cspan(), x.numel(), p, rng.seed, rng.offset);
   const double flops = double(x.numel());
   if (!recording()) { count_forward(DropoutNode::kOp, name, flops); return out; }
   auto n = std::make_unique<DropoutNode>();

@@ -1,7 +1,6 @@
 #include "autograd/tape.h"
 
 #include <chrono>
-#include <cctype>
 #include <cstring>
 #include <unordered_set>
 
@@ -46,15 +45,8 @@ double seconds() {
 
 void OpProfile::mark() { last = seconds(); }
 
-std::string OpProfile::key(const std::string& name, const char* op) {
-  size_t i = 0;
-  if (name.rfind("h.", 0) == 0) {
-    i = 2;
-    while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-    if (i < name.size() && name[i] == '.' && i > 2) ++i;
-    else i = 0;
-  }
-  return name.substr(i) + " [" + op + "]";
+std::string OpProfile::key(const std::string& name, const char* op) const {
+  return (local ? local(name) : name) + " [" + op + "]";
 }
 
 void Tape::backward(GradTable& g) {
@@ -69,7 +61,7 @@ void Tape::backward(GradTable& g) {
       if (prof) {
         const double t0 = seconds();
         n->backward(g);
-        auto& e = prof->ops[OpProfile::key(n->name, n->op())];
+        auto& e = prof->ops[prof->key(n->name, n->op())];
         prof->last = seconds();
         e.bwd_s += prof->last - t0;
         e.bwd_flops += n->flops_bwd;
@@ -196,13 +188,15 @@ Saved save(Node& n, const char* slot, const Tensor& t) {
       rc->flops = it->second.flops;
       for (const Tensor& u : rc->inputs)
         if (u.category() != Category::Parameter) keep(n, "recipe", u, r.save_category);
+      Dropped d{slot, t.name(), t.shape(), t.bytes(), {}, rc->flops};
+      for (const Tensor& u : rc->inputs) d.from.push_back(u.name());
+      n.dropped.push_back(std::move(d));
       s.recipe_ = std::move(rc);
       return s;
     }
     if (r.policy->strict())
       throw Error("policy", "cannot drop '" + t.name() + "': no op rebuilds it from tensors that are kept",
-                  "droppable names are ln_1, ln_2, mlp.gelu and attn.probs (naive attention); the rest is recomputed "
-                  "by a segment strategy such as --recompute block");
+                  r.policy->drop_hint() + "; the rest is recomputed by a segment strategy such as --recompute block");
   }
   keep(n, slot, t, r.save_category);
   s.t_ = t;
@@ -219,7 +213,7 @@ void count_forward(const char* op, const std::string& name, double flops) {
   Recorder& r = recorder();
   if (r.profile) {
     const double t = seconds();
-    auto& e = r.profile->ops[OpProfile::key(name, op)];
+    auto& e = r.profile->ops[r.profile->key(name, op)];
     (r.recompute ? e.rec_s : e.fwd_s) += t - r.profile->last;
     (r.recompute ? e.rec_flops : e.fwd_flops) += flops;
     if (!r.recompute) ++e.calls;

@@ -87,6 +87,15 @@ struct Recipe {
   double flops = 0;
 };
 
+// A tensor the policy dropped: the node rebuilds it in its backward from `from` (all kept).
+struct Dropped {
+  std::string slot, name;
+  Shape shape;
+  size_t bytes = 0;
+  std::vector<std::string> from;
+  double flops = 0;  // per rebuild
+};
+
 class Node {
  public:
   virtual ~Node() = default;
@@ -97,6 +106,7 @@ class Node {
   std::string name;                // "h.3.ln_1"
   std::vector<uint64_t> outputs;   // ids whose gradients this node consumes
   std::vector<SavedSlot> saved;    // everything held for backward (for accounting)
+  std::vector<Dropped> dropped;    // what the policy dropped, rebuilt in this node's backward
   double flops_fwd = 0, flops_bwd = 0;
 };
 
@@ -113,7 +123,7 @@ class Tape {
   size_t saved_bytes() const;
   // Distinct saved storages: tensor name -> bytes.
   std::unordered_map<std::string, size_t> saved_by_name() const;
-  // Bytes each node holds, by node name ("h.3.ln_1"); a storage two nodes share counts for both.
+  // Bytes each node holds, by node name; a storage two nodes share counts for both.
   std::unordered_map<std::string, size_t> saved_by_op() const;
 
  private:
@@ -128,6 +138,8 @@ class Policy {
   virtual ~Policy() = default;
   virtual bool keep(const std::string& tensor_name) const { return true; }
   virtual bool strict() const { return true; }
+  // Said when a strict policy asks to drop what nothing can rebuild: which names can be dropped.
+  virtual std::string drop_hint() const { return "drop only tensors that one op rebuilds from kept inputs"; }
 };
 
 // FLOPs and block-forward counts of one step, split by phase.
@@ -140,6 +152,8 @@ struct Counters {
 // Wall time per op, forward, recompute and backward, summed over the ops of one kind at one place in
 // the model ("attn.c_attn [linear]": every block's QKV projection). A forward op's time is the time
 // since the previous op finished, so a forward must start with mark(); backward times each node.
+// `local` maps a tensor name to its name within a block (the model knows its naming); unset, names
+// are kept whole.
 struct OpProfile {
   struct Entry {
     double fwd_s = 0, rec_s = 0, bwd_s = 0;
@@ -148,9 +162,10 @@ struct OpProfile {
   };
   std::map<std::string, Entry> ops;
   double last = 0;  // steady-clock seconds of the last forward event
+  std::function<std::string(const std::string&)> local;
   void mark();
-  // "h.3.attn.c_attn", "linear" -> "attn.c_attn [linear]"
-  static std::string key(const std::string& name, const char* op);
+  // "h.3.attn.c_attn", "linear" -> "attn.c_attn [linear]" (with a GPT-2 `local`)
+  std::string key(const std::string& name, const char* op) const;
 };
 
 // The thread's recording state: where nodes go, what category saved tensors take, whether this is a

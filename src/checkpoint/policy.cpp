@@ -8,39 +8,28 @@
 
 namespace remat {
 
-NamePolicy::NamePolicy(Mode mode, std::vector<std::string> names, std::string label)
-    : mode_(mode), names_(std::move(names)), label_(std::move(label)) {}
+NamePolicy::NamePolicy(Mode mode, std::vector<std::string> names, std::string label, Scope scope, std::string hint)
+    : mode_(mode), names_(std::move(names)), label_(std::move(label)), scope_(std::move(scope)), hint_(std::move(hint)) {}
 
-std::vector<std::string> NamePolicy::preset_names() { return {"none", "selective", "gelu", "norms"}; }
+std::string NamePolicy::drop_hint() const { return hint_.empty() ? autograd::Policy::drop_hint() : hint_; }
 
-bool NamePolicy::is_preset(const std::string& name) {
-  for (auto& n : preset_names())
-    if (n == name) return true;
-  return false;
+bool NamePolicy::matches(const std::string& p, const std::string& name) const {
+  // A block tensor is matched by its name within the block ("attn.probs"), its full name
+  // ("h.3.attn.probs") or a glob of either ("h.*.attn.probs").
+  const std::optional<std::string> local = scope_ ? scope_(name) : std::nullopt;
+  if (p == name || fnmatch(p.c_str(), name.c_str(), 0) == 0) return true;
+  return local && (p == *local || fnmatch(p.c_str(), local->c_str(), 0) == 0);
 }
 
-NamePolicy NamePolicy::preset(const std::string& name) {
-  if (name == "none") return {};
-  if (name == "selective") return {Mode::SaveAllBut, {"attn.probs"}, "selective"};
-  if (name == "gelu") return {Mode::SaveAllBut, {"mlp.gelu"}, "gelu"};
-  if (name == "norms") return {Mode::SaveAllBut, {"ln_1", "ln_2"}, "norms"};
-  throw Error("policy", "unknown policy '" + name + "'",
-              "choose none, selective, gelu or norms, or name tensors with --save-only / --save-all-but");
-}
-
-bool NamePolicy::matches(const std::string& name) const {
-  // "h.3.attn.probs" is matched by "attn.probs", "h.3.attn.probs" or a glob such as "h.*.attn.probs".
-  const auto dot = name.find('.', 2);
-  const std::string rest = dot == std::string::npos ? name : name.substr(dot + 1);
+bool NamePolicy::matches_any(const std::string& name) const {
   for (const std::string& p : names_)
-    if (p == name || p == rest || fnmatch(p.c_str(), name.c_str(), 0) == 0 || fnmatch(p.c_str(), rest.c_str(), 0) == 0)
-      return true;
+    if (matches(p, name)) return true;
   return false;
 }
 
 bool NamePolicy::keep(const std::string& name) const {
-  if (mode_ == Mode::SaveAll || name.rfind("h.", 0) != 0) return true;
-  return mode_ == Mode::SaveOnly ? matches(name) : !matches(name);
+  if (mode_ == Mode::SaveAll || !scope_ || !scope_(name)) return true;
+  return mode_ == Mode::SaveOnly ? matches_any(name) : !matches_any(name);
 }
 
 std::vector<std::string> split_names(const std::string& text, const std::string& flag) {

@@ -37,7 +37,7 @@ struct RowSpec {
   std::string label, strategy = "none", policy = "none";
   std::optional<autograd::AttentionKind> attention;
 };
-RowSpec parse_row(const std::string& text) {
+RowSpec parse_row(const std::string& text, const Model& model) {
   RowSpec r;
   r.label = text;
   std::stringstream ss(text);
@@ -46,7 +46,7 @@ RowSpec parse_row(const std::string& text) {
   while (std::getline(ss, tok, '+')) {
     if (tok == "flash") r.attention = autograd::AttentionKind::Flash;
     else if (tok == "naive") r.attention = autograd::AttentionKind::Naive;
-    else if (tok != "none" && NamePolicy::is_preset(tok)) r.policy = tok;
+    else if (tok != "none" && model.has_policy(tok)) r.policy = tok;
     else if (!have_strategy) { r.strategy = tok; have_strategy = true; }
     else throw Error("bench", "row '" + text + "' names two strategies", "write e.g. flash+block or block+selective");
   }
@@ -135,8 +135,9 @@ void add_bench(CLI::App& root) {
   BenchFlags& f = *flags;
   f.model.add_to(*app, "small");
   app->add_option("--recompute", f.strategies, "Rows to run, space separated: a strategy (none all block sqrt "
-                                               "uniform:K segments:a,b,...), optionally with +POLICY (selective, "
-                                               "gelu, norms) and flash+ / naive+ (e.g. selective flash+block)")
+                                               "uniform:K segments:a,b,...), optionally with +POLICY (a preset of "
+                                               "the model: selective, gelu, swiglu, norms) and flash+ / naive+ (e.g. "
+                                               "selective flash+block)")
       ->capture_default_str();
   app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
   app->add_option("--segment-replay", f.segment_replay, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")
@@ -155,15 +156,16 @@ void add_bench(CLI::App& root) {
     f.model.apply_threads();
     if (f.steps <= 0) throw Error("bench", "--steps must be positive", "e.g. --steps 5");
     if (f.warmup < 0) throw Error("bench", "--warmup must be >= 0", "e.g. --warmup 2");
-    GPTConfig cfg = f.model.config();
+    ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
     check_sizes(cfg, micro, T, 16.0);
     std::vector<RowSpec> specs;
+    const auto dry = planner::shape_only_model(cfg);
     for (auto& s : f.strategies) {  // fail before running anything
-      specs.push_back(parse_row(s));
+      specs.push_back(parse_row(s, *dry));
       parse_strategy(specs.back().strategy, int(cfg.L), f.recompute_last);
-      NamePolicy::preset(specs.back().policy);
+      dry->policy(specs.back().policy);
     }
     const double gemm_peak = measure_gemm_peak();
     if (!f.json)
@@ -197,6 +199,10 @@ void add_bench(CLI::App& root) {
       autograd::OpProfile prof;
       if (f.profile) o.profile = &prof;
       Trainer t(o);
+      prof.local = [&m = t.model()](const std::string& n) {  // every block's op under one name
+        auto s = m.split_name(n);
+        return s ? s->second : n;
+      };
       std::vector<double> ms, chain_fwd_ms;
       std::vector<autograd::OpProfile> step_profiles;
       StepMeasure last;
@@ -215,7 +221,7 @@ void add_bench(CLI::App& root) {
       }
       std::sort(ms.begin(), ms.end());
       const double med = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-      ReportInput ri{o.model, micro, T, f.batch / micro, t.strategy(), last,
+      ReportInput ri{&t.model(), micro, T, f.batch / micro, t.strategy(), last,
                      t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
       nlohmann::json j = report_json(ri);
       j["strategy"] = sname;

@@ -39,24 +39,26 @@ void add_plan(CLI::App& root) {
   app->add_flag("--json", f.json, "JSON output");
   app->callback([flags]() {
     PlanFlags& f = *flags;
-    GPTConfig cfg = f.model.config();
+    ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 8");
     check_sizes(cfg, f.batch, T, 0.0);  // plan runs nothing: any size that does not overflow
     const int L = int(cfg.L);
-    const NamePolicy policy = NamePolicy::preset(f.policy);
+    const auto model = planner::shape_only_model(cfg);
+    const NamePolicy policy = model->policy(f.policy);
     const autograd::Policy* pol = policy.keeps_all() ? nullptr : &policy;
+    const planner::StepTrace trace = planner::trace_step(*model, f.batch, T, pol);
     std::vector<planner::Plan> plans;
     if (!f.budget.empty()) {
-      plans.push_back(planner::best_plan(cfg, f.batch, T, parse_bytes(f.budget, "--budget"), pol));
+      plans.push_back(planner::best_plan(trace, parse_bytes(f.budget, "--budget")));
     } else if (!f.strategies.empty()) {
       for (auto& s : f.strategies) {
         StrategySpec spec = parse_strategy(s, L, false, f.segment_replay == "internals");
         Schedule sch = make_schedule(spec, L);
-        plans.push_back({spec, planner::simulate_memory(cfg, f.batch, T, sch, pol), planner::predict_compute(cfg, f.batch, T, sch, pol)});
+        plans.push_back({spec, planner::simulate_memory(trace, sch), planner::predict_compute(trace, sch)});
       }
     } else {
-      plans = planner::frontier(cfg, f.batch, T, pol);
+      plans = planner::frontier(trace);
     }
     nlohmann::json rows = nlohmann::json::array();
     if (!f.json)

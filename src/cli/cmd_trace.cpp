@@ -34,12 +34,12 @@ void add_trace(CLI::App& root) {
   app->callback([flags]() {
     TraceFlags& f = *flags;
     f.model.apply_threads();
-    GPTConfig cfg = f.model.config();
+    ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 1");
     check_sizes(cfg, f.batch, T, 8.0);
     StrategySpec spec = parse_strategy(f.recompute, int(cfg.L), f.recompute_last, f.segment_replay == "internals");
-    GPT model(cfg);
+    const auto model = make_model(cfg);
     std::vector<int32_t> in(size_t(f.batch * T)), tg(in.size());
     std::mt19937 gen(1);
     for (auto& t : in) t = int32_t(gen() % uint32_t(cfg.V));
@@ -54,8 +54,8 @@ void add_trace(CLI::App& root) {
     std::printf("trace of one step: %s, strategy %s%s\n", cfg.describe().c_str(), spec.label().c_str(),
                 spec.recompute_last ? " (recompute-last)" : "");
     StepMeasure m;
-    forward_backward(model, MicroBatch{in, tg, f.batch, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
-    const auto p = planner::simulate_memory(cfg, f.batch, T, so.schedule);
+    forward_backward(*model, MicroBatch{in, tg, f.batch, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
+    const auto p = planner::simulate_memory(planner::trace_step(*model, f.batch, T), so.schedule);
     // How often each block's forward ran (first pass and recomputes), from the schedule.
     std::vector<int> runs(size_t(cfg.L), 0);
     for (const Action& a : so.schedule)

@@ -51,8 +51,9 @@ void add_train(CLI::App& root) {
   app->add_option_function<std::string>("--segment-replay", [&f](const std::string& v) {
     f.o.replay_internals = v == "internals";
   }, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")->check(CLI::IsMember({"boundaries", "internals"}));
-  app->add_option("--policy", f.o.policy, "Selective recomputation inside stored blocks: none | selective (drop the "
-                                          "attention scores) | gelu | norms")->capture_default_str();
+  app->add_option("--policy", f.o.policy, "Selective recomputation inside stored blocks, a preset of the "
+                                          "model: none | selective (drop the attention scores) | gelu | norms "
+                                          "(GPT-2) | swiglu | norms (LLaMA)")->capture_default_str();
   app->add_option("--save-only", f.o.save_only, "Keep only these named block tensors (comma-separated, e.g. "
                                                 "attn.c_attn,mlp.c_fc); rebuild the rest that one op can rebuild");
   app->add_option("--save-all-but", f.o.save_all_but, "Drop these named block tensors and rebuild them in backward "
@@ -79,7 +80,7 @@ void add_train(CLI::App& root) {
     f.o.progress = !f.no_progress;
     Trainer t(f.o);
     std::printf("remat train: %s, %lld params, dropout %.2f, attention %s\n", f.o.model.describe().c_str(),
-                (long long)f.o.model.num_params(), f.o.model.dropout,
+                (long long)t.model().num_params(), f.o.model.dropout,
                 autograd::attention_kind_name(f.o.model.attention));
     std::printf("strategy %s, policy %s, batch %lld = %lld micro-batch(es) of %lld, seq %lld, %lld steps\n",
                 t.strategy().label().c_str(), t.policy().label().c_str(), (long long)f.o.batch,
@@ -89,7 +90,7 @@ void add_train(CLI::App& root) {
     TrainSummary s = t.run();
     std::printf("val loss %.4f -> %.4f nats/token; last step %.0f tokens/s\n", s.first_val, s.last_val, s.tokens_per_s);
     if (!s.sample.empty()) std::printf("sample:\n%s\n", s.sample.c_str());
-    ReportInput ri{f.o.model, f.o.micro_batch ? f.o.micro_batch : f.o.batch, f.o.seq,
+    ReportInput ri{&t.model(), f.o.micro_batch ? f.o.micro_batch : f.o.batch, f.o.seq,
                    f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch), t.strategy(), s.measure,
                    t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
     std::printf("%s", memory_report(ri).c_str());

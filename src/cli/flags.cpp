@@ -11,6 +11,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "model/weights.h"
+#include "planner/planner.h"
 
 namespace remat::cli {
 
@@ -20,12 +21,16 @@ void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
   for (auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
   preset_option = app.add_option("--preset", preset, "Model preset (" + names + "); other model flags override it")
                       ->capture_default_str();
+  app.add_option("--arch", arch, "Architecture: gpt2 or llama (default: the preset's)");
   app.add_option("--layers", L, "L: number of transformer blocks");
   app.add_option("--channels", C, "C: model width");
   app.add_option("--heads", NH, "NH: attention heads (must divide C)");
+  app.add_option("--kv-heads", KVH, "KVH: key/value heads of grouped-query attention (LLaMA; must divide --heads)");
+  app.add_option("--hidden", hidden, "MLP hidden size (default: GPT-2 4C, LLaMA about 8C/3)");
+  app.add_option("--rope-theta", rope_theta, "LLaMA's rotary embedding base (default 10000)");
   app.add_option("--seq", T, "T: sequence length of a batch (also the block size unless --block-size)");
   app.add_option("--vocab", V, "V: vocabulary size (256 for byte-level text)");
-  app.add_option("--block-size", block_size, "Longest sequence the model accepts (rows of wpe)");
+  app.add_option("--block-size", block_size, "Longest sequence the model accepts (GPT-2's wpe rows, LLaMA's positions)");
   app.add_option("--dropout", dropout, "Dropout probability on embeddings, attention and residuals")
       ->capture_default_str();
   app.add_option("--attention", attention, "Attention kernel: naive (materialises T x T) or flash")
@@ -34,54 +39,75 @@ void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
   app.add_option("--threads", threads, "OpenMP threads (default: all cores)");
 }
 
-GPTConfig ModelFlags::config() const {
-  GPTConfig c = preset.empty() ? GPTConfig{} : remat::preset(preset);
-  if (L != -1) c.L = L;
-  if (C != -1) c.C = C;
-  if (NH != -1) c.NH = NH;
-  if (V != -1) c.V = V;
-  if (T != -1) c.T = T;
-  if (block_size != -1) c.T = block_size;
+void ModelFlags::apply(ModelConfig& c) const {
+  if (!arch.empty()) {
+    const Arch a = parse_arch(arch);
+    if (a != c.arch) c.hidden = 0;  // the other architecture's default MLP width
+    c.arch = a;
+  }
+  if (L != kUnset) c.L = L;
+  if (C != kUnset) c.C = C;
+  if (NH != kUnset) c.NH = NH;
+  if (KVH != kUnset) c.KVH = KVH;
+  else if (NH != kUnset && NH > 0 && c.KVH > 0 && NH % c.KVH != 0) c.KVH = 0;  // the preset's KVH no longer divides
+  if (hidden != kUnset) c.hidden = hidden;
+  else if (C != kUnset) c.hidden = 0;  // the MLP width follows the channels
+  if (rope_theta != -1) c.rope_theta = rope_theta;
+  if (V != kUnset) c.V = V;
   c.dropout = dropout;
   c.attention = attention == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
+}
+
+ModelConfig ModelFlags::config() const {
+  ModelConfig c = preset.empty() ? ModelConfig{} : remat::preset(preset);
+  apply(c);
+  if (T != kUnset) c.T = T;
+  if (block_size != kUnset) c.T = block_size;
   c.validate();
-  if (T != -1 && T > c.T)
+  if (T != kUnset && T > c.T)
     throw Error("config", "--seq " + std::to_string(T) + " is above the model's block size " + std::to_string(c.T),
                 "use --seq <= " + std::to_string(c.T) + " or raise --block-size");
   return c;
 }
 
-GPTConfig ModelFlags::config_for_file(const std::string& path) const {
-  const GPTConfig fc = read_config(path);
-  GPTConfig c = preset_option && preset_option->count() > 0 ? remat::preset(preset) : fc;
-  if (L != -1) c.L = L;
-  if (C != -1) c.C = C;
-  if (NH != -1) c.NH = NH;
-  if (V != -1) c.V = V;
-  c.T = block_size != -1 ? block_size : fc.T;
-  c.dropout = dropout;
-  c.attention = attention == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
-  if (T != -1 && T <= 0)
+ModelConfig ModelFlags::config_for_file(const std::string& path) const {
+  const ModelConfig fc = read_config(path);
+  ModelConfig c = preset_option && preset_option->count() > 0 ? remat::preset(preset) : fc;
+  apply(c);
+  c.T = block_size != kUnset ? block_size : fc.T;
+  if (T != kUnset && T <= 0)
     throw Error("config", "--seq must be positive, got " + std::to_string(T), "pass --seq 1 or more");
-  if (T != -1 && T > c.T)
+  if (T != kUnset && T > c.T)
     throw Error("config",
                 "--seq " + std::to_string(T) + " is above the block size " + std::to_string(c.T) +
-                    (block_size != -1 ? " (--block-size)" : " of '" + path + "'"),
+                    (block_size != kUnset ? " (--block-size)" : " of '" + path + "'"),
                 "use --seq <= " + std::to_string(c.T));
   c.validate();
   return c;
 }
 
-void check_sizes(const GPTConfig& c, int64_t batch, int64_t T, double host_bytes_per_param) {
-  const double L = double(c.L), C = double(c.C), NH = double(c.NH), V = double(c.V), B = double(std::max<int64_t>(batch, 1)),
-               S = double(std::max<int64_t>(T, 1));
-  const double params = V * C + double(c.T) * C + L * (12.0 * C * C + 13.0 * C) + 2.0 * C;
-  // A generous bound on what storing every activation of one micro-batch takes.
-  const double activations = 4.0 * B * S * (L * (40.0 * C + 4.0 * NH * S) + 3.0 * V);
+void check_sizes(const ModelConfig& c, int64_t batch, int64_t T, double host_bytes_per_param) {
+  if (c.L > 100000)
+    throw Error("config", c.describe() + " has " + std::to_string(c.L) + " blocks: absurdly large, more than remat plans or runs (100000)",
+                "check --layers for a typo");
+  double params = 0, activations = 0;
+  try {
+    // The model's own parameter shapes, and the dry run's saved tensors of one micro-batch
+    // (store-everything): shape arithmetic that throws on overflow instead of wrapping.
+    const auto m = planner::shape_only_model(c);
+    params = double(m->num_params());
+    const auto tr = planner::trace_step(*m, std::max<int64_t>(batch, 1), std::max<int64_t>(T, 1));
+    activations = double(tr.embed.kept_bytes() + tr.head.kept_bytes());
+    for (const auto& b : tr.blocks) activations += double(b.kept_bytes());
+  } catch (const Error& e) {
+    throw Error("config", c.describe() + " at batch " + std::to_string(batch) + ", seq " + std::to_string(T) +
+                              " is absurdly large: " + e.what(),
+                "check --layers/--channels/--seq/--vocab/--batch for a typo");
+  }
   const double limit = std::ldexp(1.0, 60);  // 1 EiB: far beyond any machine, far below 2^63
-  if (16.0 * params > limit || activations > limit || L > 1e6) {
+  if (16.0 * params > limit || activations > limit) {
     char what[160];
-    std::snprintf(what, sizeof what, " is absurdly large (%.3g GiB of parameters, up to %.3g GiB of activations)",
+    std::snprintf(what, sizeof what, " is absurdly large (%.3g GiB of parameters, %.3g GiB of activations)",
                   4.0 * params / 1073741824.0, activations / 1073741824.0);
     throw Error("config", c.describe() + " at batch " + std::to_string(batch) + ", seq " + std::to_string(T) + what,
                 "check --layers/--channels/--seq/--vocab/--batch for a typo");

@@ -1,6 +1,7 @@
 // Flags shared by the subcommands, spelled as the issues fix them so that scripts can rely on them.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 
 #include "train/trainer.h"
@@ -8,24 +9,31 @@
 namespace remat::cli {
 
 struct ModelFlags {
-  std::string preset;
-  int64_t L = -1, C = -1, NH = -1, T = -1, V = -1, block_size = -1;
+  // kUnset: not given (the preset's value). Any given value is validated, -1 included.
+  static constexpr int64_t kUnset = INT64_MIN;
+  std::string preset, arch;
+  int64_t L = kUnset, C = kUnset, NH = kUnset, KVH = kUnset, hidden = kUnset, T = kUnset, V = kUnset,
+          block_size = kUnset;
+  float rope_theta = -1;
   float dropout = 0;
   std::string attention = "naive";
   int threads = 0;
   CLI::Option* preset_option = nullptr;  // to tell an explicit --preset from the default
-  // Registers --preset, --layers, --channels, --heads, --seq, --vocab, --block-size, --dropout,
-  // --attention, --threads on `app`.
+  // Registers --preset, --arch, --layers, --channels, --heads, --kv-heads, --hidden, --rope-theta,
+  // --seq, --vocab, --block-size, --dropout, --attention, --threads on `app`.
   void add_to(CLI::App& app, const std::string& default_preset);
   // The config: preset, then explicit flags; --seq sets the block size unless --block-size is given.
-  GPTConfig config() const;
+  ModelConfig config() const;
   // The config for --init-from `path`: the architecture stored in the file (unless --preset is given),
   // then explicit flags; the block size is the file's unless --block-size is given, and --seq must
   // not exceed it.
-  GPTConfig config_for_file(const std::string& path) const;
+  ModelConfig config_for_file(const std::string& path) const;
   // Sequence length used for batches.
-  int64_t seq(const GPTConfig& c) const { return T > 0 ? T : c.T; }
+  int64_t seq(const ModelConfig& c) const { return T != kUnset ? T : c.T; }
   void apply_threads() const;
+
+ private:
+  void apply(ModelConfig& c) const;  // the explicit architecture flags over c
 };
 
 // "2GiB", "1.5G", "512MiB", "64k", "1000000" -> bytes. Throws remat::Error on anything else.
@@ -33,8 +41,8 @@ size_t parse_bytes(const std::string& text, const std::string& flag);
 
 // Rejects sizes whose byte counts would overflow (a config error instead of a crash), and, when
 // host_bytes_per_param > 0, models whose parameters (times that many bytes each) exceed this
-// machine's physical memory. `batch` is the micro-batch.
-void check_sizes(const GPTConfig& c, int64_t batch, int64_t T, double host_bytes_per_param);
+// machine's physical memory. `batch` is the micro-batch. Sizes come from a dry run of the model.
+void check_sizes(const ModelConfig& c, int64_t batch, int64_t T, double host_bytes_per_param);
 // Throws remat::Error("io") unless the directory that would hold `path` exists, so that a bad
 // --save or --metrics-out fails before training rather than after it.
 void check_output_path(const std::string& path, const std::string& flag);

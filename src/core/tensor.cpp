@@ -9,7 +9,12 @@ namespace remat {
 
 namespace {
 std::atomic<uint64_t> next_id{1};
-}
+thread_local bool t_shape_only = false;
+}  // namespace
+
+bool shape_only() { return t_shape_only; }
+ShapeOnlyScope::ShapeOnlyScope() : prev_(t_shape_only) { t_shape_only = true; }
+ShapeOnlyScope::~ShapeOnlyScope() { t_shape_only = prev_; }
 
 std::string shape_str(const Shape& s) {
   std::string r = "(";
@@ -21,20 +26,25 @@ int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) {
     REMAT_ASSERT(d >= 0, "negative dimension");
+    if (d != 0 && n > (int64_t(1) << 60) / d)
+      throw Error("shape", "tensor shape " + shape_str(s) + " has more elements than remat can address",
+                  "check the model and batch sizes for a typo");
     n *= d;
   }
   return n;
 }
 
 Storage::Storage(size_t numel, Category cat, std::string name)
-    : numel_(numel), cat_(cat), name_(std::move(name)), id_(next_id.fetch_add(1)) {
-  data_ = static_cast<float*>(Allocator::global().allocate(bytes(), cat_, name_));
+    : numel_(numel), cat_(cat), name_(std::move(name)), id_(next_id.fetch_add(1)), shape_only_(t_shape_only) {
+  if (!shape_only_) data_ = static_cast<float*>(Allocator::global().allocate(bytes(), cat_, name_));
 }
 
-Storage::~Storage() { Allocator::global().release(data_, bytes(), cat_, name_); }
+Storage::~Storage() {
+  if (!shape_only_) Allocator::global().release(data_, bytes(), cat_, name_);
+}
 
 void Storage::retag(Category to) {
-  Allocator::global().retag(bytes(), cat_, to, name_);
+  if (!shape_only_) Allocator::global().retag(bytes(), cat_, to, name_);
   cat_ = to;
 }
 
@@ -47,13 +57,13 @@ Tensor Tensor::empty(Shape shape, Category cat, std::string name) {
 
 Tensor Tensor::zeros(Shape shape, Category cat, std::string name) {
   Tensor t = empty(std::move(shape), cat, std::move(name));
-  std::memset(t.data(), 0, t.bytes());
+  if (!t.shape_only()) std::memset(t.data(), 0, t.bytes());
   return t;
 }
 
 Tensor Tensor::clone(Category cat, std::string name) const {
   Tensor t = empty(shape_, cat, std::move(name));
-  std::memcpy(t.data(), data(), bytes());
+  if (!t.shape_only() && !shape_only()) std::memcpy(t.data(), data(), bytes());
   return t;
 }
 
@@ -65,6 +75,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 void Tensor::fill(float v) {
+  if (shape_only()) return;
   float* p = data();
   for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = v;
 }

@@ -1,6 +1,11 @@
 // fp32 Tensor: a shape and refcounted storage from the accounting allocator. No views, no strides:
 // kernels take contiguous spans, and one storage is one named, categorised allocation, so every
 // byte the engine holds can be attributed. Copying a Tensor shares the storage.
+//
+// Shape-only mode (ShapeOnlyScope): storages created on this thread get a name, a category, a size
+// and an identity but no memory and no accounting, and ops skip their kernels. The planner runs the
+// model's real forward code this way (a "dry run") to learn what every op saves, its bytes and its
+// FLOPs, from the same code that trains -- at any model size, since nothing is allocated.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -17,6 +22,19 @@ using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);
 int64_t shape_numel(const Shape& s);
 
+// True while a ShapeOnlyScope is active on this thread.
+bool shape_only();
+class ShapeOnlyScope {
+ public:
+  ShapeOnlyScope();
+  ~ShapeOnlyScope();
+  ShapeOnlyScope(const ShapeOnlyScope&) = delete;
+  ShapeOnlyScope& operator=(const ShapeOnlyScope&) = delete;
+
+ private:
+  bool prev_;
+};
+
 class Storage {
  public:
   Storage(size_t numel, Category cat, std::string name);
@@ -31,6 +49,7 @@ class Storage {
   Category category() const { return cat_; }
   const std::string& name() const { return name_; }
   uint64_t id() const { return id_; }
+  bool shape_only() const { return shape_only_; }
   void retag(Category to);
 
  private:
@@ -39,6 +58,7 @@ class Storage {
   Category cat_;
   std::string name_;
   uint64_t id_;
+  bool shape_only_ = false;
 };
 
 class Tensor {
@@ -70,6 +90,8 @@ class Tensor {
   Tensor reshaped(Shape shape) const;
   void fill(float v);
   long use_count() const { return storage_.use_count(); }
+  // A shape-only tensor (made under ShapeOnlyScope): data() is null.
+  bool shape_only() const { return storage_ && storage_->shape_only(); }
 
  private:
   std::shared_ptr<Storage> storage_;

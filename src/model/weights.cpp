@@ -19,11 +19,14 @@ bool ignorable(const std::string& n) {
 }
 }  // namespace
 
-void save_weights(const GPT& model, const std::string& path) {
+void save_weights(const Model& model, const std::string& path) {
   std::vector<std::pair<std::string, const Tensor*>> ts;
   for (const Param& p : model.params()) ts.emplace_back(p.name, &p.value);
-  const GPTConfig& c = model.config();
+  const ModelConfig& c = model.config();
   std::map<std::string, std::string> meta{{"format", "pt"},
+                                          {"remat.arch", arch_name(c.arch)},
+                                          {"remat.KVH", std::to_string(c.kv_heads())},
+                                          {"remat.hidden", std::to_string(c.mlp_hidden())},
                                           {"remat.L", std::to_string(c.L)},
                                           {"remat.C", std::to_string(c.C)},
                                           {"remat.NH", std::to_string(c.NH)},
@@ -32,12 +35,14 @@ void save_weights(const GPT& model, const std::string& path) {
   save_safetensors(path, ts, meta);
 }
 
-void load_weights(GPT& model, const std::string& path) {
+void load_weights(Model& model, const std::string& path) {
   SafetensorsReader r(path);
+  std::set<std::string> names;
+  for (const Param& p : model.params()) names.insert(p.name);
   std::map<std::string, const SafetensorsEntry*> by_name;
   for (const auto& e : r.entries()) {
     const std::string n = strip_prefix(e.name);
-    if (!ignorable(n)) by_name[n] = &e;
+    if (names.count(n) || !ignorable(n)) by_name[n] = &e;
   }
   std::set<std::string> used;
   for (Param& p : model.params()) {
@@ -59,9 +64,9 @@ void load_weights(GPT& model, const std::string& path) {
                   "the file is for a different architecture or depth than " + model.config().describe());
 }
 
-GPTConfig read_config(const std::string& path) {
+ModelConfig read_config(const std::string& path) {
   SafetensorsReader r(path);
-  GPTConfig c;
+  ModelConfig c;
   const auto& m = r.metadata();
   auto get = [&](const char* k, int64_t& v) {
     auto it = m.find(k);
@@ -69,6 +74,8 @@ GPTConfig read_config(const std::string& path) {
   };
   if (m.count("remat.L")) {
     get("remat.L", c.L); get("remat.C", c.C); get("remat.NH", c.NH); get("remat.T", c.T); get("remat.V", c.V);
+    if (m.count("remat.arch")) c.arch = parse_arch(m.at("remat.arch"));
+    if (c.arch == Arch::Llama) { get("remat.KVH", c.KVH); get("remat.hidden", c.hidden); }
     return c;
   }
   // A Hugging Face file: infer from shapes; heads are not stored (GPT-2 uses HS = 64).

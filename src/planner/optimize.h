@@ -18,10 +18,9 @@ struct Plan {
 };
 
 // Pareto-optimal plans, ascending in memory (descending in recompute).
-std::vector<Plan> frontier(const GPTConfig& cfg, int64_t B, int64_t T, const autograd::Policy* policy = nullptr);
+std::vector<Plan> frontier(const StepTrace& trace);
 // The plan with the least recompute whose predicted peak activation fits `budget_bytes`. Throws
 // remat::Error naming the minimum when nothing fits.
-Plan best_plan(const GPTConfig& cfg, int64_t B, int64_t T, size_t budget_bytes,
-               const autograd::Policy* policy = nullptr);
+Plan best_plan(const StepTrace& trace, size_t budget_bytes);
 
 }  // namespace remat::planner

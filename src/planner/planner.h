@@ -1,68 +1,84 @@
-// The planner: the activation table (name, shape, bytes) of a GPT config, and the memory and FLOPs of
-// any schedule over it, by simulation. It runs nothing, so it scales to models we cannot run.
-// The training step measures the same quantities with the accounting allocator; tests hold the two
-// equal to the byte.
+// The planner: what a step saves and costs, read from a dry run of the model's own forward code, and
+// the memory and FLOPs of any schedule over it, by simulation. It runs no kernel and allocates no
+// tensor memory, so it scales to models this machine cannot train (LLaMA-70B, GPT-3's 96 layers).
+//
+// The dry run (trace_step) pushes the real ops through with shape-only tensors (core/tensor.h): every
+// saved tensor's name, shape and bytes, which ops hold it (its lifetime), what a policy drops and the
+// recipe that rebuilds it, and every op's forward and backward FLOPs come from the same code that
+// trains. Nothing here restates what a model saves. The training step measures the same quantities
+// with the accounting allocator; tests hold prediction and measurement equal to the byte.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "checkpoint/schedule.h"
-#include "model/gpt.h"
+#include "model/model.h"
 
 namespace remat::planner {
 
-struct TensorSpec {
+// One op of a dry run, in forward order.
+struct OpRecord {
+  std::string name, op;  // "h.3.attn.c_attn", "linear"
+  double fwd_flops = 0, bwd_flops = 0;
+  double rebuild_flops = 0;  // recipes run in this op's backward (tensors the policy dropped)
+};
+
+// A tensor some op saves for its backward.
+struct TensorRecord {
   std::string name;  // "h.3.attn.probs"
   Shape shape;
   size_t bytes = 0;
-  std::vector<int> holders;          // forward indices of the ops whose backward needs it
-  std::vector<std::string> rebuilt_from;  // a policy may drop it: its producer rebuilds it from these
-  double rebuild_flops = 0;
+  std::vector<int> holders;               // ops (indices into the part's ops) whose backward needs it
+  bool input = false;                     // the part's input (x_i for block i, x_L for the head)
+  std::vector<std::string> rebuilt_from;  // dropped tensors: the kept tensors its recipe reads
+  double rebuild_flops = 0;               // ... and what one rebuild costs
 };
 
-// The ops of a block, in forward order (holders index this list).
-const std::vector<std::string>& block_ops();
-
-// What block i saves under store-everything, its input x_i first.
-std::vector<TensorSpec> block_table(const GPTConfig& cfg, int64_t B, int64_t T, int i);
-
-// A block's saved tensors under a policy: kept (with their holders, recipe inputs included) and
-// dropped (rebuilt during the backward of each holder). Throws as the runtime does when a strict
-// policy drops a tensor nothing can rebuild.
-struct PolicyTable {
-  std::vector<TensorSpec> kept, dropped;
+// What one part of the model (the embedding, block i, the head) saves and costs under a policy.
+struct PartTrace {
+  std::string name;                  // "embedding", "h.3", "head"
+  std::vector<OpRecord> ops;
+  std::vector<TensorRecord> kept;    // distinct storages its ops hold, in the order first saved
+  std::vector<TensorRecord> dropped; // what the policy dropped: rebuilt in each holder's backward
   size_t kept_bytes() const;
+  size_t input_bytes() const;
+  double fwd_flops() const;
+  double bwd_flops() const;
+  double rebuild_flops() const;  // per backward of this part
 };
-PolicyTable apply_policy(const std::vector<TensorSpec>& table, const autograd::Policy* policy);
-// What the head (ln_f, LM head, loss) saves, x_L first.
-std::vector<TensorSpec> head_table(const GPTConfig& cfg, int64_t B, int64_t T);
-size_t total_bytes(const std::vector<TensorSpec>& t);
+
+struct StepTrace {
+  ModelConfig cfg;
+  int64_t B = 0, T = 0;
+  PartTrace embed, head;
+  std::vector<PartTrace> blocks;
+  size_t boundary_bytes = 0;  // |x|: one block boundary (block 0's input)
+};
+
+// Dry-runs model.embed, every block and the head for a (B, T) micro-batch under `policy` (which may be
+// null: keep everything). Throws as the runtime does when a strict policy drops what nothing rebuilds.
+StepTrace trace_step(const Model& model, int64_t B, int64_t T, const autograd::Policy* policy = nullptr);
+// A model of `cfg` with shape-only parameters, for tracing models too large to hold.
+std::unique_ptr<Model> shape_only_model(const ModelConfig& cfg);
 
 struct MemoryPrediction {
   size_t peak_activation = 0;  // max over the step of saved + checkpoint + recompute
   size_t peak_saved = 0, peak_checkpoint = 0, peak_recompute = 0;  // each category's own peak
   size_t forward_end = 0;      // held when the forward (head included) ends
   size_t boundary_bytes = 0;   // |x|: one block boundary
-  size_t block_bytes = 0;      // one block's internals (store-everything, input included)
+  size_t block_bytes = 0;      // block 0's internals (its saves, input included)
 };
-MemoryPrediction simulate_memory(const GPTConfig& cfg, int64_t B, int64_t T, const Schedule& s,
-                                 const autograd::Policy* policy = nullptr);
+MemoryPrediction simulate_memory(const StepTrace& trace, const Schedule& s);
 
 struct ComputePrediction {
   double fwd = 0, bwd = 0, recompute = 0;  // FLOPs of one step
   int block_forwards = 0, block_recomputes = 0;
-  // (fwd + bwd + recompute) / (fwd + bwd): the spec's "+33%" is 1.33.
+  // (fwd + bwd + recompute) / (fwd + bwd): the textbook "+33%" is 1.33.
   double overhead() const { return (fwd + bwd + recompute) / (fwd + bwd); }
   // Forward-equivalents: (fwd + bwd + recompute) / fwd.
   double forward_equivalents() const { return (fwd + bwd + recompute) / fwd; }
 };
-ComputePrediction predict_compute(const GPTConfig& cfg, int64_t B, int64_t T, const Schedule& s,
-                                   const autograd::Policy* policy = nullptr);
-
-// FLOPs of one block's forward and backward, and of the embedding + head, as the ops count them.
-struct BlockFlops {
-  double block_fwd = 0, block_bwd = 0, head_fwd = 0, head_bwd = 0;
-};
-BlockFlops flops(const GPTConfig& cfg, int64_t B, int64_t T);
+ComputePrediction predict_compute(const StepTrace& trace, const Schedule& s);
 
 }  // namespace remat::planner

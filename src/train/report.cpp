@@ -22,26 +22,47 @@ std::string mib(size_t b) {
   return buf;
 }
 
-// "h.3.attn.probs" -> "h.3"; "ln_f" -> "head"; "emb" -> "embedding".
-std::string layer_of(const std::string& name) {
-  if (name.rfind("h.", 0) == 0) return name.substr(0, name.find('.', 2));
-  if (name.rfind("emb", 0) == 0) return "embedding";
-  return "head";
+// The predictions of a run, from dry runs of its model with and without the policy.
+struct Predicted {
+  planner::StepTrace trace, store_all;
+  Schedule schedule;
+  planner::MemoryPrediction mem;
+  planner::ComputePrediction comp;
+};
+Predicted predict(const ReportInput& in) {
+  Predicted p;
+  p.trace = planner::trace_step(*in.model, in.micro_batch, in.T, in.policy);
+  p.store_all = in.policy ? planner::trace_step(*in.model, in.micro_batch, in.T, nullptr) : p.trace;
+  p.schedule = make_schedule(in.strategy, in.model->num_layers());
+  p.mem = planner::simulate_memory(p.trace, p.schedule);
+  p.comp = planner::predict_compute(p.trace, p.schedule);
+  return p;
+}
+
+// The part of the model a tensor belongs to: "h.3" for a block's, "head" for what the head's ops
+// make ("ln_f", "ln_f.mean", "lm_head", "loss.lse"), "embedding" for the rest.
+std::string layer_of(const Model& m, const planner::StepTrace& tr, const std::string& name) {
+  if (auto s = m.split_name(name)) return tr.blocks.at(size_t(s->first)).name;
+  for (const auto& op : tr.head.ops)
+    if (name == op.name || name.rfind(op.name + ".", 0) == 0) return "head";
+  return "embedding";
 }
 
 }  // namespace
 
 nlohmann::json report_json(const ReportInput& in) {
-  const Schedule sch = make_schedule(in.strategy, int(in.cfg.L));
-  const auto mem = planner::simulate_memory(in.cfg, in.micro_batch, in.T, sch, in.policy);
-  auto comp = planner::predict_compute(in.cfg, in.micro_batch, in.T, sch, in.policy);
+  const Predicted pr = predict(in);
+  const auto& mem = pr.mem;
+  const auto& comp = pr.comp;
+  const ModelConfig& cfg = in.model->config();
   const auto& c = in.measure.counters;
   const double measured_overhead = (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
   nlohmann::json j;
+  j["arch"] = arch_name(cfg.arch);
   j["strategy"] = in.strategy.label();
   j["recompute_last"] = in.strategy.recompute_last;
   j["policy"] = in.policy_label;
-  j["attention"] = autograd::attention_kind_name(in.cfg.attention);
+  j["attention"] = autograd::attention_kind_name(cfg.attention);
   j["segments"] = in.strategy.segments;
   j["peak_activation_bytes"] = in.measure.peak_activation;
   j["predicted_activation_bytes"] = mem.peak_activation;
@@ -63,15 +84,17 @@ nlohmann::json report_json(const ReportInput& in) {
   j["bwd_flops"] = c.bwd_flops;
   j["overhead_flops_measured"] = measured_overhead;
   j["overhead_predicted"] = comp.overhead();
-  j["overhead_spec"] = spec_overhead(in.strategy, int(in.cfg.L));
+  j["overhead_textbook"] = spec_overhead(in.strategy, int(cfg.L));
   j["forward_equivalents"] = comp.forward_equivalents();
   return j;
 }
 
 std::string memory_report(const ReportInput& in) {
-  const Schedule sch = make_schedule(in.strategy, int(in.cfg.L));
-  const auto mem = planner::simulate_memory(in.cfg, in.micro_batch, in.T, sch, in.policy);
-  const auto comp = planner::predict_compute(in.cfg, in.micro_batch, in.T, sch, in.policy);
+  const Predicted pr = predict(in);
+  const auto& mem = pr.mem;
+  const auto& comp = pr.comp;
+  const Model& model = *in.model;
+  const ModelConfig& cfg = model.config();
   const auto& c = in.measure.counters;
   const Allocator& a = Allocator::global();
   std::string r;
@@ -81,9 +104,9 @@ std::string memory_report(const ReportInput& in) {
     r += line;
   };
   add("== memory report: %s, micro-batch %lld x T %lld, %lld micro-step(s), strategy %s%s, policy %s, %s attention ==\n",
-      in.cfg.describe().c_str(), (long long)in.micro_batch, (long long)in.T, (long long)in.accum,
+      cfg.describe().c_str(), (long long)in.micro_batch, (long long)in.T, (long long)in.accum,
       in.strategy.label().c_str(), in.strategy.recompute_last ? " (recompute-last)" : "", in.policy_label.c_str(),
-      autograd::attention_kind_name(in.cfg.attention));
+      autograd::attention_kind_name(cfg.attention));
   add("bytes per category (peak over the run, accounting allocator):\n");
   for (int i = 0; i < kNumCategories; ++i) {
     const Category cat = Category(i);
@@ -103,54 +126,57 @@ std::string memory_report(const ReportInput& in) {
       mib(in.measure.peak_saved).c_str(), mib(mem.peak_saved).c_str());
   add("  |x| (one boundary) %s MiB; one block's internals %s MiB; store-everything would hold %s MiB\n",
       mib(mem.boundary_bytes).c_str(), mib(mem.block_bytes).c_str(),
-      mib(planner::simulate_memory(in.cfg, in.micro_batch, in.T,
-                                   make_schedule(parse_strategy("none", int(in.cfg.L), false), int(in.cfg.L)))
+      mib(planner::simulate_memory(pr.store_all, make_schedule(parse_strategy("none", int(cfg.L), false), int(cfg.L)))
               .peak_activation)
           .c_str());
 
-  // Per layer: measured (the allocator's per-name activation peaks) beside the analytic table.
-  std::map<std::string, size_t> analytic, measured;
-  std::map<std::string, size_t> table_bytes;
-  for (int i = 0; i < in.cfg.L; ++i)
-    for (auto& t : planner::block_table(in.cfg, in.micro_batch, in.T, i)) table_bytes[t.name] = t.bytes;
-  for (auto& t : planner::head_table(in.cfg, in.micro_batch, in.T)) table_bytes[t.name] = t.bytes;
-  for (auto& [n, b] : table_bytes) analytic[layer_of(n)] += b;
+  // Per layer: measured (the allocator's per-name activation peaks) beside the dry run's table.
+  std::map<std::string, size_t> analytic, measured, table_bytes;
+  auto table = [&](const planner::PartTrace& p) {
+    for (const auto& t : p.kept) table_bytes[t.name] = t.bytes;
+  };
+  table(pr.store_all.embed);
+  for (const auto& b : pr.store_all.blocks) table(b);
+  table(pr.store_all.head);
+  for (auto& [n, b] : table_bytes) analytic[layer_of(model, pr.store_all, n)] += b;
   std::vector<std::pair<size_t, std::string>> largest;
   for (auto& [n, s] : a.by_name()) {
     if (s.act_peak == 0) continue;
-    measured[layer_of(n)] += s.act_peak;
+    measured[layer_of(model, pr.store_all, n)] += s.act_peak;
     largest.emplace_back(s.act_peak, n);
   }
   add("activation bytes per layer (each tensor at its own peak)   measured MiB   analytic MiB\n");
   auto row = [&](const std::string& k) {
-    add("  %-10s %44s %14s%s\n", k.c_str(), mib(measured[k]).c_str(), mib(analytic[k]).c_str(),
+    add("  %-18s %36s %14s%s\n", k.c_str(), mib(measured[k]).c_str(), mib(analytic[k]).c_str(),
         measured[k] == analytic[k] ? "" : "  (differs)");
   };
-  for (int i = 0; i < in.cfg.L; ++i) row("h." + std::to_string(i));
+  if (analytic.count("embedding") || measured.count("embedding")) row("embedding");
+  for (const auto& b : pr.store_all.blocks) row(b.name);
   row("head");
   // One block's named tensors, with and without the policy.
-  {
-    const auto table = planner::block_table(in.cfg, in.micro_batch, in.T, 0);
-    const auto pt = planner::apply_policy(table, in.policy);
-    add("block h.0 saved tensors              shape                 store-all MiB   policy %s MiB\n",
-        in.policy_label.c_str());
-    size_t all = 0, kept = 0;
-    for (const auto& t : table) {
+  if (!pr.store_all.blocks.empty()) {
+    const auto& all = pr.store_all.blocks[0];
+    const auto& pol = pr.trace.blocks[0];
+    add("block %s saved tensors%*s shape                 store-all MiB   policy %s MiB\n", all.name.c_str(),
+        int(std::max<size_t>(1, 24 - std::min<size_t>(24, all.name.size()))), "", in.policy_label.c_str());
+    size_t total = 0, kept = 0;
+    for (const auto& t : all.kept) {
       bool dropped = false;
-      for (const auto& d : pt.dropped) dropped = dropped || d.name == t.name;
-      all += t.bytes;
+      for (const auto& d : pol.dropped) dropped = dropped || d.name == t.name;
+      total += t.bytes;
       kept += dropped ? 0 : t.bytes;
-      add("  %-32s %-20s %12s %12s%s\n", t.name.c_str(), shape_str(t.shape).c_str(), mib(t.bytes).c_str(),
+      add("  %-40s %-20s %12s %12s%s\n", t.name.c_str(), shape_str(t.shape).c_str(), mib(t.bytes).c_str(),
           dropped ? "0" : mib(t.bytes).c_str(), dropped ? "   (rebuilt in backward)" : "");
     }
-    add("  %-32s %-20s %12s %12s\n", "total", "", mib(all).c_str(), mib(kept).c_str());
-    if (in.policy_label == "selective" && in.cfg.attention == autograd::AttentionKind::Flash)
-      add("  selective has nothing to drop: flash attention never materialises the (B, NH, T, T) scores\n");
+    add("  %-40s %-20s %12s %12s\n", "total", "", mib(total).c_str(), mib(kept).c_str());
+    if (in.policy && pol.dropped.empty())
+      add("  policy %s drops nothing in this block (flash attention, for one, never materialises the scores)\n",
+          in.policy_label.c_str());
   }
   std::sort(largest.rbegin(), largest.rend());
   add("largest named activations:\n");
   for (size_t k = 0; k < std::min<size_t>(6, largest.size()); ++k)
-    add("  %-28s %10s MiB\n", largest[k].second.c_str(), mib(largest[k].first).c_str());
+    add("  %-40s %10s MiB\n", largest[k].second.c_str(), mib(largest[k].first).c_str());
 
   const double measured_overhead = (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
   add("== compute ==\n");
@@ -159,9 +185,9 @@ std::string memory_report(const ReportInput& in) {
       comp.block_forwards, comp.block_recomputes);
   add("  GFLOP: forward %.3f, recompute %.3f, backward %.3f\n", c.fwd_flops / 1e9, c.recompute_flops / 1e9,
       c.bwd_flops / 1e9);
-  add("  overhead (fwd+bwd+recompute)/(fwd+bwd): measured %.3fx, predicted %.3fx, spec %.3fx%s\n", measured_overhead,
-      comp.overhead(), spec_overhead(in.strategy, int(in.cfg.L)),
-      in.strategy.recompute_last || in.strategy.name == "none" ? "" : " (the spec recomputes the last segment too)");
+  add("  overhead (fwd+bwd+recompute)/(fwd+bwd): measured %.3fx, predicted %.3fx, textbook %.3fx%s\n",
+      measured_overhead, comp.overhead(), spec_overhead(in.strategy, int(cfg.L)),
+      in.strategy.recompute_last || in.strategy.name == "none" ? "" : " (the textbook recomputes the last segment too)");
   return r;
 }
 

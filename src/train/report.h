@@ -5,13 +5,13 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/schedule.h"
-#include "model/gpt.h"
+#include "model/model.h"
 #include "train/step.h"
 
 namespace remat {
 
 struct ReportInput {
-  GPTConfig cfg;
+  const Model* model = nullptr;  // naming, and the dry run the predictions read
   int64_t micro_batch = 0, T = 0, accum = 1;
   StrategySpec strategy;
   StepMeasure measure;  // one optimizer step (all micro-batches)
@@ -19,8 +19,8 @@ struct ReportInput {
   std::string policy_label = "none";
 };
 
-// The spec's own overhead for a strategy (block units, fwd = 1, bwd = 2, textbook recompute of
-// every segment): none 1, segments 4/3, all (3L + L(L+1)/2) / 3L.
+// The textbook overhead of a strategy (block units, fwd = 1, bwd = 2, every segment recomputed):
+// none 1, segments 4/3, all (3L + L(L+1)/2) / 3L.
 double spec_overhead(const StrategySpec& s, int L);
 
 // Multi-line text: bytes per category, strategy peak measured vs predicted (split into boundaries,

@@ -28,7 +28,7 @@ void StepMeasure::merge(const StepMeasure& o) {
   chain_forward_s += o.chain_forward_s;
 }
 
-float forward_backward(GPT& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
+float forward_backward(Model& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
                        StepMeasure* measure) {
   Allocator& alloc = Allocator::global();
   alloc.reset_peak();
@@ -117,11 +117,11 @@ float forward_backward(GPT& model, const MicroBatch& mb, double count, const Ste
   return loss_value;
 }
 
-float evaluate_loss(const GPT& model, const MicroBatch& mb) {
+float evaluate_loss(const Model& model, const MicroBatch& mb) {
   Recorder r;  // no tape: nothing saved
   RecordScope scope(r);
   StepRng none{0, false};
-  GPTConfig cfg = model.config();
+  ModelConfig cfg = model.config();
   Tensor x = model.embed(mb.inputs, mb.B, mb.T, none);
   for (int i = 0; i < cfg.L; ++i) x = model.block(i, x, none);
   Tensor logits = model.logits(x);

@@ -8,7 +8,7 @@
 #include "autograd/tape.h"
 #include "checkpoint/executor.h"
 #include "checkpoint/schedule.h"
-#include "model/gpt.h"
+#include "model/model.h"
 
 namespace remat {
 
@@ -40,10 +40,10 @@ struct StepOptions {
 // Forward + backward of one micro-batch. `count` is the number of target positions the loss mean
 // divides by (B*T*micro_steps for gradient accumulation). Returns the (unscaled by count share) loss
 // value of this micro-batch as the mean over its own positions.
-float forward_backward(GPT& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
+float forward_backward(Model& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
                        StepMeasure* measure);
 
 // Forward only, nothing recorded: the mean loss of the batch.
-float evaluate_loss(const GPT& model, const MicroBatch& mb);
+float evaluate_loss(const Model& model, const MicroBatch& mb);
 
 }  // namespace remat

@@ -20,7 +20,7 @@ namespace remat {
 
 struct Trainer::Impl {
   TrainOptions opt;
-  GPT model;
+  std::unique_ptr<Model> model;
   data::TokenDataset train_data, val_data;
   std::unique_ptr<data::BatchSampler> sampler, val_sampler;
   std::vector<Tensor> m, v;  // AdamW state
@@ -30,7 +30,7 @@ struct Trainer::Impl {
   int64_t micro = 0, T = 0, accum = 1;
   std::vector<int32_t> inputs, targets;
 
-  explicit Impl(const TrainOptions& o) : opt(o), model(o.model) {}
+  explicit Impl(const TrainOptions& o) : opt(o), model(make_model(o.model)) {}
 };
 
 namespace {
@@ -77,27 +77,27 @@ Trainer::Trainer(const TrainOptions& o) {
   non_negative(double(o.eval_every), "--eval-every", "--eval-every 50 (0: only at the end)");
   if (o.eval_batches <= 0)
     throw Error("train", "--eval-batches must be positive, got " + std::to_string(o.eval_batches), "e.g. --eval-batches 8");
+  impl_ = std::make_unique<Impl>(o);
+  Impl& s = *impl_;
   std::string strategy_text;
-  NamePolicy policy = policy_from(o, &strategy_text);
+  NamePolicy policy = policy_from(o, *s.model, &strategy_text);
   StrategySpec spec = parse_strategy(strategy_text, int(o.model.L), o.recompute_last, o.replay_internals);
   Allocator::global().set_limit(o.memory_limit);
 
-  impl_ = std::make_unique<Impl>(o);
-  Impl& s = *impl_;
   s.micro = micro;
   s.T = T;
   s.accum = o.batch / micro;
   s.strategy = spec;
   s.policy = policy;
   s.schedule = make_schedule(spec, int(o.model.L));
-  s.model.init(o.seed);
-  if (!o.init_from.empty()) load_weights(s.model, o.init_from);
+  s.model->init(o.seed);
+  if (!o.init_from.empty()) load_weights(*s.model, o.init_from);
   auto [tr, va] = load_split(o, T);
   s.train_data = std::move(tr);
   s.val_data = std::move(va);
   s.sampler = std::make_unique<data::BatchSampler>(s.train_data, micro, T, o.seed);
   s.val_sampler = std::make_unique<data::BatchSampler>(s.val_data, micro, T, o.seed + 1);
-  for (Param& p : s.model.params()) {
+  for (Param& p : s.model->params()) {
     s.m.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_m"));
     s.v.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_v"));
   }
@@ -106,14 +106,14 @@ Trainer::Trainer(const TrainOptions& o) {
 }
 
 Trainer::~Trainer() = default;
-GPT& Trainer::model() { return impl_->model; }
+Model& Trainer::model() { return *impl_->model; }
 const StrategySpec& Trainer::strategy() const { return impl_->strategy; }
 const NamePolicy& Trainer::policy() const { return impl_->policy; }
 
-NamePolicy policy_from(const TrainOptions& o, std::string* strategy) {
+NamePolicy policy_from(const TrainOptions& o, const Model& model, std::string* strategy) {
   *strategy = o.recompute;
   int asked = int(!o.save_only.empty()) + int(!o.save_all_but.empty()) + int(o.policy != "none");
-  if (NamePolicy::is_preset(o.recompute) && o.recompute != "none") {
+  if (model.has_policy(o.recompute) && o.recompute != "none") {
     asked += 1;
     *strategy = "none";
   }
@@ -121,12 +121,13 @@ NamePolicy policy_from(const TrainOptions& o, std::string* strategy) {
     throw Error("policy", "more than one policy given (--policy, --save-only, --save-all-but or a policy as --recompute)",
                 "combine a strategy with one policy, e.g. --recompute block --policy selective");
   if (!o.save_only.empty())
-    return NamePolicy(NamePolicy::Mode::SaveOnly, split_names(o.save_only, "--save-only"), "save-only:" + o.save_only);
+    return model.named_policy(NamePolicy::Mode::SaveOnly, split_names(o.save_only, "--save-only"),
+                              "save-only:" + o.save_only);
   if (!o.save_all_but.empty())
-    return NamePolicy(NamePolicy::Mode::SaveAllBut, split_names(o.save_all_but, "--save-all-but"),
-                      "save-all-but:" + o.save_all_but);
-  if (*strategy != o.recompute) return NamePolicy::preset(o.recompute);
-  return NamePolicy::preset(o.policy);
+    return model.named_policy(NamePolicy::Mode::SaveAllBut, split_names(o.save_all_but, "--save-all-but"),
+                              "save-all-but:" + o.save_all_but);
+  if (*strategy != o.recompute) return model.policy(o.recompute);
+  return model.policy(o.policy);
 }
 
 double Trainer::lr_at(int64_t step) const {
@@ -141,7 +142,7 @@ double Trainer::lr_at(int64_t step) const {
 float Trainer::step(int64_t step, StepMeasure* measure) {
   Impl& s = *impl_;
   const TrainOptions& o = s.opt;
-  s.model.zero_grad();
+  s.model->zero_grad();
   StepOptions so;
   so.schedule = s.schedule;
   so.policy = s.policy.keeps_all() ? nullptr : &s.policy;
@@ -153,22 +154,22 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
   for (int64_t k = 0; k < s.accum; ++k) {
     s.sampler->sample(uint64_t(step * s.accum + k), s.inputs.data(), s.targets.data());
     MicroBatch mb{s.inputs, s.targets, s.micro, s.T};
-    loss += forward_backward(s.model, mb, count, step_rng(o.seed, uint64_t(step), uint64_t(k)), so, measure);
+    loss += forward_backward(*s.model, mb, count, step_rng(o.seed, uint64_t(step), uint64_t(k)), so, measure);
   }
   // Clip by the global gradient norm, then AdamW.
   const auto t_opt = std::chrono::steady_clock::now();
   if (o.clip > 0) {
     double sq = 0;
-    for (Param& p : s.model.params()) sq += kernels::sum_squares(p.grad.cspan());
+    for (Param& p : s.model->params()) sq += kernels::sum_squares(p.grad.cspan());
     const double norm = std::sqrt(sq);
     if (norm > o.clip)
-      for (Param& p : s.model.params()) kernels::scale_inplace(p.grad.span(), float(o.clip / norm));
+      for (Param& p : s.model->params()) kernels::scale_inplace(p.grad.span(), float(o.clip / norm));
   }
   const float lr = float(lr_at(step));
-  auto& params = s.model.params();
+  auto& params = s.model->params();
   for (size_t i = 0; i < params.size(); ++i) {
     Param& p = params[i];
-    // GPT-2 practice: no weight decay on biases and layernorm gains (1-D tensors).
+    // GPT-2 and LLaMA practice: no weight decay on biases and norm gains (1-D tensors).
     const float wd = p.value.shape().size() >= 2 ? o.weight_decay : 0.0f;
     kernels::adamw_update(p.value.span(), p.grad.cspan(), s.m[i].span(), s.v[i].span(), p.value.numel(), lr, o.beta1,
                           o.beta2, o.eps, wd, step + 1);
@@ -186,14 +187,15 @@ float Trainer::validate() {
   double sum = 0;
   for (int64_t k = 0; k < s.opt.eval_batches; ++k) {
     s.val_sampler->sequential(uint64_t(k), s.inputs.data(), s.targets.data());
-    sum += evaluate_loss(s.model, MicroBatch{s.inputs, s.targets, s.micro, s.T});
+    sum += evaluate_loss(*s.model, MicroBatch{s.inputs, s.targets, s.micro, s.T});
   }
   return float(sum / double(std::max<int64_t>(1, s.opt.eval_batches)));
 }
 
 std::string Trainer::sample(int64_t tokens, uint64_t seed) {
   Impl& s = *impl_;
-  const int64_t T = s.model.config().T;
+  const Model& model = *s.model;
+  const int64_t T = model.config().T;
   std::vector<int32_t> ctx{'\n'};
   std::mt19937_64 gen(seed);
   for (int64_t n = 0; n < tokens; ++n) {
@@ -201,10 +203,10 @@ std::string Trainer::sample(int64_t tokens, uint64_t seed) {
     std::vector<int32_t> window(ctx.end() - len, ctx.end());
     autograd::Recorder r;
     autograd::RecordScope scope(r);
-    Tensor x = s.model.embed(window, 1, len, StepRng{0, false});
-    for (int i = 0; i < s.model.config().L; ++i) x = s.model.block(i, x, StepRng{0, false});
-    Tensor logits = s.model.logits(x);
-    const int64_t V = s.model.config().V;
+    Tensor x = model.embed(window, 1, len, StepRng{0, false});
+    for (int i = 0; i < model.num_layers(); ++i) x = model.block(i, x, StepRng{0, false});
+    Tensor logits = model.logits(x);
+    const int64_t V = model.config().V;
     const float* row = logits.data() + (len - 1) * V;
     float mx = row[0];
     for (int64_t j = 1; j < V; ++j) mx = std::max(mx, row[j]);
@@ -279,7 +281,7 @@ TrainSummary Trainer::run() {
   sum.tokens_per_s = tok_s;
   if (o.sample_tokens > 0) sum.sample = sample(o.sample_tokens, o.seed);
   if (!o.metrics_out.empty()) write_file_atomic(o.metrics_out, metrics);
-  if (!o.save.empty()) save_weights(s.model, o.save);
+  if (!o.save.empty()) save_weights(*s.model, o.save);
   return sum;
 }
 

@@ -8,17 +8,17 @@
 
 #include "checkpoint/policy.h"
 #include "checkpoint/schedule.h"
-#include "model/gpt.h"
+#include "model/model.h"
 #include "train/step.h"
 
 namespace remat {
 
-// The policy the options ask for: --save-only / --save-all-but / --policy, or a policy preset given
-// as --recompute (then the strategy is `none`). Throws on conflicting requests.
-NamePolicy policy_from(const struct TrainOptions& o, std::string* strategy);
+// The policy the options ask for, in the model's names: --save-only / --save-all-but / --policy, or a
+// policy preset given as --recompute (then the strategy is `none`). Throws on conflicting requests.
+NamePolicy policy_from(const struct TrainOptions& o, const Model& model, std::string* strategy);
 
 struct TrainOptions {
-  GPTConfig model;
+  ModelConfig model;
   std::string data;            // "" = built-in corpus
   int64_t random_tokens = 0;   // > 0: ignore `data`, use this many uniform random tokens (benchmarks)
   int64_t steps = 200;
@@ -59,7 +59,7 @@ class Trainer {
   explicit Trainer(const TrainOptions& opt);
   ~Trainer();
   TrainSummary run();
-  GPT& model();
+  Model& model();
   // Mean validation loss over eval_batches fixed windows.
   float validate();
   // Greedy-free sampling: temperature 1 with a fixed seed, byte-level text.

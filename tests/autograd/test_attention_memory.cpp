@@ -28,7 +28,7 @@ size_t attention_peak(ag::AttentionKind kind, int64_t B, int64_t T, int64_t C, i
     Tensor out;
     {
       ag::RecordScope s(r);
-      out = ag::attention(qkv, NH, 0.1f, {3, 0}, kind, "h.0.attn");
+      out = ag::attention(qkv, NH, NH, 0.1f, {3, 0}, kind, "h.0.attn");
     }
     Tensor dout = Tensor::zeros(out.shape(), Category::ActivationGrad, "dout");
     dout.fill(1e-3f);

@@ -281,7 +281,7 @@ TEST(CliCommands, BenchTable) {
   const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "block", "--steps", "1", "--warmup", "0"});
   const auto lines = split_lines(r.out);
   ASSERT_GE(lines.size(), 4u) << r.out;
-  EXPECT_EQ(lines[0].rfind("remat bench: L=2 C=64 NH=4 T=64 V=256", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[0].rfind("remat bench: gpt2 L=2 C=64 NH=4 T=64 V=256", 0), 0u) << lines[0];
   EXPECT_TRUE(has(lines[1], "strategy") && has(lines[1], "median ms")) << lines[1];
   EXPECT_TRUE(std::regex_search(lines[2], std::regex("^none +0 +[0-9.]+ +[0-9.]+ .* 1\\.000 +1\\.000 "))) << lines[2];
   EXPECT_TRUE(std::regex_search(lines[3], std::regex("^block +2 "))) << lines[3];

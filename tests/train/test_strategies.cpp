@@ -1,6 +1,7 @@
-// Every checkpoint strategy against store-everything on a tiny GPT: loss and every gradient
-// bit-identical in fp32 (dropout 0 and 0.1), block-forward counts equal to the schedule's formula,
-// and the measured peak activation bytes equal to the planner's simulation, to the byte.
+// Every checkpoint strategy against store-everything on a tiny GPT-2 and a tiny LLaMA: loss and
+// every gradient bit-identical in fp32 (dropout 0 and 0.1), block-forward counts equal to the
+// schedule's formula, and the measured peak activation bytes equal to the planner's simulation of
+// the dry run, to the byte.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "planner/planner.h"
 #include "core/error.h"
 #include "train/step.h"
+#include "model/model.h"
 
 using namespace remat;
 
@@ -23,15 +25,23 @@ struct Grads {
   StepMeasure m;
 };
 
-GPTConfig tiny(int L, float dropout, autograd::AttentionKind att = autograd::AttentionKind::Naive) {
-  GPTConfig c;
+ModelConfig tiny(Arch arch, int L, float dropout, autograd::AttentionKind att = autograd::AttentionKind::Naive) {
+  ModelConfig c;
+  c.arch = arch;
   c.L = L; c.C = 32; c.NH = 4; c.T = 16; c.V = 64; c.dropout = dropout; c.attention = att;
+  if (arch == Arch::Llama) c.KVH = 2;  // grouped-query attention
   return c;
 }
 
-Grads run(const GPTConfig& cfg, const std::string& strategy, bool recompute_last, int micro_steps = 1,
+// The planner's view of a config: a dry run of its model (the names do not depend on the weights).
+planner::StepTrace trace(const ModelConfig& cfg, const autograd::Policy* policy = nullptr) {
+  return planner::trace_step(*planner::shape_only_model(cfg), 2, cfg.T, policy);
+}
+
+Grads run(const ModelConfig& cfg, const std::string& strategy, bool recompute_last, int micro_steps = 1,
           const NamePolicy* policy = nullptr, bool replay_internals = false) {
-  GPT model(cfg);
+  const auto mp = make_model(cfg);
+  Model& model = *mp;
   model.init(7);
   const int64_t B = 2, T = cfg.T;
   std::mt19937 gen(3);
@@ -72,17 +82,17 @@ std::string resolve(const std::string& s, int L) {
 
 }  // namespace
 
-class Strategies : public ::testing::TestWithParam<std::tuple<int, float>> {};
+class Strategies : public ::testing::TestWithParam<std::tuple<Arch, int, float>> {};
 
 TEST_P(Strategies, BitIdenticalCountedAndMeasuredExactly) {
-  const auto [L, dropout] = GetParam();
-  const GPTConfig cfg = tiny(L, dropout);
+  const auto [arch, L, dropout] = GetParam();
+  const ModelConfig cfg = tiny(arch, L, dropout);
   const Grads ref = run(cfg, "none", false);
   EXPECT_TRUE(std::isfinite(ref.loss));
+  const planner::StepTrace tr = trace(cfg);
   const size_t x = size_t(2 * cfg.T * cfg.C) * 4;  // |x|
-  size_t block = 0, head = 0;
-  for (auto& t : planner::block_table(cfg, 2, cfg.T, 0)) block += t.bytes;
-  for (auto& t : planner::head_table(cfg, 2, cfg.T)) head += t.bytes;
+  ASSERT_EQ(tr.boundary_bytes, x);
+  const size_t block = tr.blocks[0].kept_bytes(), head = tr.head.kept_bytes();
   for (const char* s0 : kStrategies) {
     const std::string s = resolve(s0, L);
     for (bool last : {false, true})
@@ -99,9 +109,9 @@ TEST_P(Strategies, BitIdenticalCountedAndMeasuredExactly) {
         EXPECT_EQ(r.m.counters.block_recomputes, c.recomputes) << what;
         EXPECT_EQ(r.m.counters.block_backwards, L) << what;
         EXPECT_EQ(c.forwards, L) << what;
-        if (s == "none") EXPECT_EQ(c.recomputes, 0);
-        if (s == "block") EXPECT_EQ(c.recomputes, last ? L : L - 1) << what;  // every block twice
-        if (s == "all") EXPECT_EQ(c.recomputes, last ? L * (L + 1) / 2 : L * (L - 1) / 2) << what;
+        if (s == "none") { EXPECT_EQ(c.recomputes, 0); }
+        if (s == "block") { EXPECT_EQ(c.recomputes, last ? L : L - 1) << what; }  // every block twice
+        if (s == "all") { EXPECT_EQ(c.recomputes, last ? L * (L + 1) / 2 : L * (L - 1) / 2) << what; }
         if (!spec.segments.empty()) {
           // A replayed segment of n blocks: n replays keeping internals, or 2n - 1 keeping inputs.
           int want = 0;
@@ -110,7 +120,7 @@ TEST_P(Strategies, BitIdenticalCountedAndMeasuredExactly) {
           EXPECT_EQ(c.recomputes, want) << what;
         }
         // Memory: the measured peak equals the simulation of the same schedule over the table.
-        const planner::MemoryPrediction p = planner::simulate_memory(cfg, 2, cfg.T, sch);
+        const planner::MemoryPrediction p = planner::simulate_memory(tr, sch);
         EXPECT_EQ(r.m.peak_activation, p.peak_activation) << what;
         EXPECT_EQ(r.m.peak_checkpoint, p.peak_checkpoint) << what;
         EXPECT_EQ(r.m.peak_recompute, p.peak_recompute) << what;
@@ -131,7 +141,7 @@ TEST_P(Strategies, BitIdenticalCountedAndMeasuredExactly) {
           EXPECT_LE(r.m.peak_activation, std::max(K * x + bound_max * x + block, K * x + head)) << what;
         }
         // FLOPs: the counted equal the predicted.
-        const planner::ComputePrediction cp = planner::predict_compute(cfg, 2, cfg.T, sch);
+        const planner::ComputePrediction cp = planner::predict_compute(tr, sch);
         EXPECT_NEAR(r.m.counters.recompute_flops, cp.recompute, 1e-6 * cp.recompute + 1) << what;
         EXPECT_NEAR(r.m.counters.fwd_flops, cp.fwd, 1e-6 * cp.fwd) << what;
         EXPECT_NEAR(r.m.counters.bwd_flops, cp.bwd, 1e-6 * cp.bwd) << what;
@@ -139,13 +149,22 @@ TEST_P(Strategies, BitIdenticalCountedAndMeasuredExactly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Depths, Strategies,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 5, 12), ::testing::Values(0.0f, 0.1f)));
+std::string arch_label(Arch a) { return a == Arch::Llama ? "llama" : "gpt2"; }
 
-TEST(Strategies, GradientAccumulationComposes) {
+INSTANTIATE_TEST_SUITE_P(Depths, Strategies,
+                         ::testing::Combine(::testing::Values(Arch::GPT2, Arch::Llama), ::testing::Values(1, 2, 3, 5, 12),
+                                            ::testing::Values(0.0f, 0.1f)),
+                         [](const auto& info) {
+                           return arch_label(std::get<0>(info.param)) + "_L" + std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) > 0 ? "_dropout" : "");
+                         });
+
+class Accumulation : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(Accumulation, GradientAccumulationComposes) {
   // With K micro-batches every strategy matches none with the same micro-batching, and the
   // activation peak is that of one micro-batch.
-  const GPTConfig cfg = tiny(4, 0.1f);
+  const ModelConfig cfg = tiny(GetParam(), 4, 0.1f);
   const Grads ref = run(cfg, "none", false, 3);
   const Grads one = run(cfg, "none", false, 1);
   EXPECT_EQ(ref.m.peak_activation, one.m.peak_activation);
@@ -156,61 +175,97 @@ TEST(Strategies, GradientAccumulationComposes) {
   }
 }
 
-// Selective policies, alone and with every segment strategy, naive and flash attention: gradients
-// bit-identical to store-everything with the same kernel; memory and FLOPs as the planner says.
-class Policies : public ::testing::TestWithParam<std::tuple<std::string, bool, float>> {};
+INSTANTIATE_TEST_SUITE_P(Archs, Accumulation, ::testing::Values(Arch::GPT2, Arch::Llama),
+                         [](const auto& info) { return arch_label(info.param); });
+
+// Every policy preset of each model, alone and with every segment strategy, naive and flash
+// attention: gradients bit-identical to store-everything with the same kernel; memory and FLOPs as
+// the planner says.
+class Policies : public ::testing::TestWithParam<std::tuple<Arch, int, bool, float>> {};
 
 TEST_P(Policies, BitIdenticalAndMeasuredExactlyWithEveryStrategy) {
-  const auto [pname, flash, dropout] = GetParam();
+  const auto [arch, preset, flash, dropout] = GetParam();
   const int L = 3;
-  const GPTConfig cfg = tiny(L, dropout, flash ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive);
-  const NamePolicy policy = NamePolicy::preset(pname);
+  const ModelConfig cfg = tiny(arch, L, dropout, flash ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive);
+  const auto dry = planner::shape_only_model(cfg);
+  const std::vector<std::string> names = dry->policy_names();
+  ASSERT_EQ(names.size(), 4u) << "none and three presets";
+  const std::string pname = names[size_t(preset)];
+  const NamePolicy policy = dry->policy(pname);
+  const planner::StepTrace tr = trace(cfg, &policy), tr_all = trace(cfg);
   const Grads ref = run(cfg, "none", false);
   for (const char* s : {"none", "all", "block", "sqrt", "uniform:2", "segments:1,2"}) {
     const std::string what = pname + " + " + s + (flash ? " flash" : " naive");
     const Grads r = run(cfg, s, false, 1, &policy);
     expect_bit_identical(ref, r, what);
     const Schedule sch = make_schedule(parse_strategy(s, L, false), L);
-    const planner::MemoryPrediction p = planner::simulate_memory(cfg, 2, cfg.T, sch, &policy);
+    const planner::MemoryPrediction p = planner::simulate_memory(tr, sch);
     EXPECT_EQ(r.m.peak_activation, p.peak_activation) << what;
     EXPECT_EQ(r.m.peak_recompute, p.peak_recompute) << what;
     EXPECT_EQ(r.m.peak_saved, p.peak_saved) << what;
-    const planner::ComputePrediction cp = planner::predict_compute(cfg, 2, cfg.T, sch, &policy);
+    const planner::ComputePrediction cp = planner::predict_compute(tr, sch);
     EXPECT_NEAR(r.m.counters.recompute_flops, cp.recompute, 1e-6 * cp.recompute + 1) << what;
   }
   // Alone (with `none`), a policy that drops something saves memory, and the B*NH*T^2 term goes.
   const Schedule none = make_schedule(parse_strategy("none", L, false), L);
-  const size_t base = planner::simulate_memory(cfg, 2, cfg.T, none).peak_activation;
-  const size_t with = planner::simulate_memory(cfg, 2, cfg.T, none, &policy).peak_activation;
+  const size_t base = planner::simulate_memory(tr_all, none).peak_activation;
+  const size_t with = planner::simulate_memory(tr, none).peak_activation;
   if (pname == "none" || (pname == "selective" && flash)) EXPECT_EQ(with, base) << "nothing to drop";
   else EXPECT_LT(with, base) << pname;
   if (pname == "selective" && !flash) {
-    const auto t = planner::apply_policy(planner::block_table(cfg, 2, cfg.T, 0), &policy);
+    const auto& t = tr.blocks[0];
     ASSERT_EQ(t.dropped.size(), 1u);
-    EXPECT_EQ(t.dropped[0].name, "h.0.attn.probs");
+    EXPECT_EQ(t.dropped[0].name, dry->layer_prefix(0) + (arch == Arch::Llama ? "self_attn.probs" : "attn.probs"));
     EXPECT_EQ(t.dropped[0].bytes, size_t(2 * cfg.NH * cfg.T * cfg.T) * 4);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, Policies,
-                         ::testing::Combine(::testing::Values("none", "selective", "gelu", "norms"),
-                                            ::testing::Bool(), ::testing::Values(0.0f, 0.1f)));
+                         ::testing::Combine(::testing::Values(Arch::GPT2, Arch::Llama), ::testing::Values(0, 1, 2, 3),
+                                            ::testing::Bool(), ::testing::Values(0.0f, 0.1f)),
+                         [](const auto& info) {
+                           return arch_label(std::get<0>(info.param)) + "_preset" +
+                                  std::to_string(std::get<1>(info.param)) + (std::get<2>(info.param) ? "_flash" : "_naive") +
+                                  (std::get<3>(info.param) > 0 ? "_dropout" : "");
+                         });
 
-TEST(Policies, StrictPolicyRefusesWhatNothingCanRebuild) {
-  const GPTConfig cfg = tiny(2, 0);
-  const NamePolicy bad(NamePolicy::Mode::SaveAllBut, {"mlp.c_fc"}, "bad");
+struct StrictCase {
+  Arch arch;
+  std::string bad, bad_full;                 // a tensor nothing rebuilds
+  std::vector<std::string> only, dropped;  // save-only names, and what it then drops in block 1
+};
+
+void PrintTo(const StrictCase& c, std::ostream* os) { *os << (c.arch == Arch::Llama ? "llama" : "gpt2"); }
+
+class StrictPolicies : public ::testing::TestWithParam<StrictCase> {};
+
+TEST_P(StrictPolicies, RefuseWhatNothingCanRebuildAndSaveOnlyDropsTheRest) {
+  const StrictCase& c = GetParam();
+  const ModelConfig cfg = tiny(c.arch, 2, 0);
+  const auto dry = planner::shape_only_model(cfg);
+  const NamePolicy bad = dry->named_policy(NamePolicy::Mode::SaveAllBut, {c.bad}, "bad");
   try {
     run(cfg, "none", false, 1, &bad);
-    FAIL() << "dropping mlp.c_fc must be refused";
+    FAIL() << "dropping " << c.bad << " must be refused";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot drop 'h.0.mlp.c_fc'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot drop '" + c.bad_full + "'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(planner::apply_policy(planner::block_table(cfg, 2, cfg.T, 0), &bad), Error);
+  EXPECT_THROW(trace(cfg, &bad), Error) << "the dry run refuses it as the runtime does";
   // save-only keeps the listed names and whatever nothing can rebuild: here it drops the rest.
-  const NamePolicy only(NamePolicy::Mode::SaveOnly, {"attn.c_attn", "mlp.c_fc"}, "only");
-  const auto t = planner::apply_policy(planner::block_table(cfg, 2, cfg.T, 1), &only);
+  const NamePolicy only = dry->named_policy(NamePolicy::Mode::SaveOnly, c.only, "only");
   std::vector<std::string> dropped;
-  for (auto& d : t.dropped) dropped.push_back(d.name);
-  EXPECT_EQ(dropped, (std::vector<std::string>{"h.1.ln_1", "h.1.attn.probs", "h.1.ln_2", "h.1.mlp.gelu"}));
+  const planner::StepTrace tr = trace(cfg, &only);
+  for (auto& d : tr.blocks[1].dropped) dropped.push_back(d.name);
+  EXPECT_EQ(dropped, c.dropped);
   expect_bit_identical(run(cfg, "none", false), run(cfg, "block", false, 1, &only), "save-only + block");
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Archs, StrictPolicies,
+    ::testing::Values(StrictCase{Arch::GPT2, "mlp.c_fc", "h.0.mlp.c_fc", {"attn.c_attn", "mlp.c_fc"},
+                                 {"h.1.ln_1", "h.1.attn.probs", "h.1.ln_2", "h.1.mlp.gelu"}},
+                      StrictCase{Arch::Llama, "mlp.gate_proj", "model.layers.0.mlp.gate_proj",
+                                 {"self_attn.qkv", "mlp.gate_proj", "mlp.up_proj"},
+                                 {"model.layers.1.input_layernorm", "model.layers.1.self_attn.probs",
+                                  "model.layers.1.post_attention_layernorm", "model.layers.1.mlp.act"}}),
+    [](const auto& info) { return arch_label(info.param.arch); });
