@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/flags.h"
+#include "planner/planner.h"
 #include "core/error.h"
 #include "checkpoint/policy.h"
 #include "planner/optimize.h"
@@ -20,6 +21,61 @@ struct PlanFlags {
   std::string segment_replay = "boundaries";
   bool json = false;
 };
+// One block's activation bytes, term by term, from the dry run (store-everything, no policy), beside
+// Korthikanti et al.'s per-layer count sbh(34 + 5as/h) and, for the presets the textbook works
+// through, its figures. remat counts fp32 tensors as its ops save them; each difference is named.
+void print_terms(const planner::StepTrace& tr, const Model& model, const std::string& preset) {
+  if (tr.blocks.empty()) return;
+  const ModelConfig& c = tr.cfg;
+  const double s = double(tr.T), b = double(tr.B), h = double(c.C), a = double(c.NH);
+  const double sbh = s * b * h;
+  const auto& blk = tr.blocks[0];
+  std::printf("per-layer activation bytes (dry run of %s, store-everything, fp32, dropout %s):\n", blk.name.c_str(),
+              c.dropout > 0 ? "on" : "off");
+  std::printf("  %-40s %-22s %12s %10s\n", "tensor (saved by its op)", "shape", "bytes", "x sbh");
+  double total = 0, quadratic = 0;
+  for (const auto& t : blk.kept) {
+    const auto local = model.split_name(t.name);
+    const std::string name = t.input ? t.name + " (block input)" : (local ? local->second : t.name);
+    std::printf("  %-40s %-22s %12s %10.3f\n", name.c_str(), shape_str(t.shape).c_str(), format_bytes(t.bytes).c_str(),
+                double(t.bytes) / sbh);
+    total += double(t.bytes);
+    if (t.shape.size() == 4 && t.shape[2] == tr.T && t.shape[3] == tr.T) quadratic += double(t.bytes);
+  }
+  const double korth = sbh * (34.0 + 5.0 * a * s / h);
+  std::printf("  %-40s %-22s %12s %10.3f\n", "total per layer", "", format_bytes(size_t(total)).c_str(), total / sbh);
+  std::printf("  Korthikanti et al. (2022), sbh(34 + 5as/h) = %.3f sbh = %s per layer, x%lld layers = %s\n",
+              34.0 + 5.0 * a * s / h, format_bytes(size_t(korth)).c_str(), (long long)c.L,
+              format_bytes(size_t(korth * double(c.L))).c_str());
+  std::printf("  remat: %.3f sbh linear + %.3f sbh in T x T terms (fp32) = %s per layer, x%lld = %s; in 16-bit it "
+              "would be %s per layer\n",
+              (total - quadratic) / sbh, quadratic / sbh, format_bytes(size_t(total)).c_str(), (long long)c.L,
+              format_bytes(size_t(total * double(c.L))).c_str(), format_bytes(size_t(total / 2)).c_str());
+  std::printf("  the differences: remat stores fp32 (4 bytes, Korthikanti counts 2); it keeps no dropout masks (Philox "
+              "regenerates them: Korthikanti counts 1 byte per element, sbh + as^2b + sbh + sbh per layer); it keeps "
+              "the softmax output once, pre-dropout (Korthikanti: softmax output and dropout output, 2as^2b + 2as^2b); "
+              "the MLP is the model's own (%s: hidden %lld = %.3fh%s, Korthikanti assumes 4h with GELU); norms keep "
+              "their statistics (%s)\n",
+              arch_name(c.arch), (long long)c.mlp_hidden(), double(c.mlp_hidden()) / h,
+              c.arch == Arch::Llama ? ", three projections and SwiGLU keeping gate, up and their product" : "",
+              c.arch == Arch::Llama ? "rstd, s*b floats each" : "mean and rstd, s*b floats each");
+  const double x_fp32 = double(tr.boundary_bytes), x16 = x_fp32 / 2;
+  if (preset == "llama-7b") {
+    std::printf("textbook figures (LLaMA-7B):\n");
+    std::printf("  section 2, |x| at B=8, T=4096: 0.5 GB. remat: |x| = B*T*C = %.0f M elements at B=%lld, T=%lld: %s "
+                "fp32, %s bf16; at B=8, T=4096 it is 134 M elements, 512 MiB fp32 -- the textbook's 0.5 GB is the fp32 "
+                "size, 256 MiB in bf16. L|x| at B=8: 16 GiB fp32 (the textbook's ~16 GB)\n",
+                b * s * h / 1e6, (long long)tr.B, (long long)tr.T, format_bytes(size_t(x_fp32)).c_str(),
+                format_bytes(size_t(x16)).c_str());
+    std::printf("  self-test (b), scores per block hT^2 = 32 x 4096^2 = 5.4e8 entries (~1 GB bf16) per sequence, x32 "
+                "blocks ~ 32 GB: remat at B=%lld, T=%lld keeps %s of T x T terms per block (fp32), %s in all\n",
+                (long long)tr.B, (long long)tr.T, format_bytes(size_t(quadratic)).c_str(),
+                format_bytes(size_t(quadratic * double(c.L))).c_str());
+    std::printf("  section 7, selective ~16 GB -> ~4 GB (~5%%), block ~1 GB (~33%%): see the frontier and "
+                "--policy selective / --recompute block below; remat's figures are fp32 and whole-block\n");
+  }
+}
+
 }  // namespace
 
 void add_plan(CLI::App& root) {
@@ -48,6 +104,7 @@ void add_plan(CLI::App& root) {
     const NamePolicy policy = model->policy(f.policy);
     const autograd::Policy* pol = policy.keeps_all() ? nullptr : &policy;
     const planner::StepTrace trace = planner::trace_step(*model, f.batch, T, pol);
+    if (!f.json) print_terms(planner::trace_step(*model, f.batch, T), *model, f.model.preset);
     std::vector<planner::Plan> plans;
     if (!f.budget.empty()) {
       plans.push_back(planner::best_plan(trace, parse_bytes(f.budget, "--budget")));

@@ -24,8 +24,12 @@ void add_train(CLI::App& root) {
   CLI::App* app = root.add_subcommand("train", "Train a GPT and print the memory/compute report");
   TrainFlags& f = *flags;
   f.model.add_to(*app, "shakespeare");
-  app->add_option("--data", f.o.data, "Training data: a text file (byte-level), or a uint16 .bin token file "
-                                      "(nanoGPT / llm.c); default: the built-in Shakespeare corpus");
+  app->add_option("--data", f.o.data, "Training data: a text file (byte-level), a raw uint16 .bin token "
+                                      "file (nanoGPT) or an llm.c token file (v1 uint16, v2 uint32); default: the "
+                                      "built-in Shakespeare corpus");
+  app->add_option("--data-format", f.o.data_format, "How to read --data: auto (llm.c files by their magic, other "
+                                                    "*.bin as raw uint16, the rest as byte-level text), text, u16, "
+                                                    "llmc")->capture_default_str();
   app->add_option("--steps", f.o.steps, "Optimizer steps")->capture_default_str();
   app->add_option("--batch", f.o.batch, "B: sequences per optimizer step")->capture_default_str();
   app->add_option("--micro-batch", f.o.micro_batch, "b: sequences per forward; B/b micro-steps accumulate gradients "
@@ -54,10 +58,11 @@ void add_train(CLI::App& root) {
   app->add_option("--policy", f.o.policy, "Selective recomputation inside stored blocks, a preset of the "
                                           "model: none | selective (drop the attention scores) | gelu | norms "
                                           "(GPT-2) | swiglu | norms (LLaMA)")->capture_default_str();
-  app->add_option("--save-only", f.o.save_only, "Keep only these named block tensors (comma-separated, e.g. "
-                                                "attn.c_attn,mlp.c_fc); rebuild the rest that one op can rebuild");
-  app->add_option("--save-all-but", f.o.save_all_but, "Drop these named block tensors and rebuild them in backward "
-                                                      "(e.g. attn.probs,mlp.gelu)");
+  app->add_option("--save-only", f.o.save_only, "Keep only these named block tensors (comma-separated names "
+                                                "within a block, as the report's block table lists them); rebuild "
+                                                "the rest that one op can rebuild");
+  app->add_option("--save-all-but", f.o.save_all_but, "Drop these named block tensors and rebuild them in "
+                                                      "backward (names within a block, as the report lists them)");
   app->add_flag("--determinism-check", f.o.check_determinism,
                 "Compare every recomputed tensor with the original forward; fail on the first difference");
   app->add_flag("--debug-break-replay", f.o.break_replay,
@@ -82,6 +87,7 @@ void add_train(CLI::App& root) {
     std::printf("remat train: %s, %lld params, dropout %.2f, attention %s\n", f.o.model.describe().c_str(),
                 (long long)t.model().num_params(), f.o.model.dropout,
                 autograd::attention_kind_name(f.o.model.attention));
+    std::printf("data: %s\n", t.data_description().c_str());
     std::printf("strategy %s, policy %s, batch %lld = %lld micro-batch(es) of %lld, seq %lld, %lld steps\n",
                 t.strategy().label().c_str(), t.policy().label().c_str(), (long long)f.o.batch,
                 (long long)(f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch)),

@@ -19,14 +19,14 @@ namespace remat::planner {
 
 // One op of a dry run, in forward order.
 struct OpRecord {
-  std::string name, op;  // "h.3.attn.c_attn", "linear"
+  std::string name, op;  // the op's name as the model gives it, and its kind ("linear")
   double fwd_flops = 0, bwd_flops = 0;
   double rebuild_flops = 0;  // recipes run in this op's backward (tensors the policy dropped)
 };
 
 // A tensor some op saves for its backward.
 struct TensorRecord {
-  std::string name;  // "h.3.attn.probs"
+  std::string name;  // as the model names it
   Shape shape;
   size_t bytes = 0;
   std::vector<int> holders;               // ops (indices into the part's ops) whose backward needs it
@@ -37,7 +37,7 @@ struct TensorRecord {
 
 // What one part of the model (the embedding, block i, the head) saves and costs under a policy.
 struct PartTrace {
-  std::string name;                  // "embedding", "h.3", "head"
+  std::string name;                  // "embedding", "head", or block i's prefix without the dot
   std::vector<OpRecord> ops;
   std::vector<TensorRecord> kept;    // distinct storages its ops hold, in the order first saved
   std::vector<TensorRecord> dropped; // what the policy dropped: rebuilt in each holder's backward

@@ -39,8 +39,8 @@ Predicted predict(const ReportInput& in) {
   return p;
 }
 
-// The part of the model a tensor belongs to: "h.3" for a block's, "head" for what the head's ops
-// make ("ln_f", "ln_f.mean", "lm_head", "loss.lse"), "embedding" for the rest.
+// The part of the model a tensor belongs to: the block's name for a block's, "head" for what the
+// head's ops make (an op's output and its ".suffix" statistics), "embedding" for the rest.
 std::string layer_of(const Model& m, const planner::StepTrace& tr, const std::string& name) {
   if (auto s = m.split_name(name)) return tr.blocks.at(size_t(s->first)).name;
   for (const auto& op : tr.head.ops)

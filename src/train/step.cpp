@@ -83,7 +83,7 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
     Tensor loss = model.loss(logits, mb.targets, count);
     autograd::clear_recipes();
     loss_value = float(double(loss.data()[0]) * count / double(mb.B * mb.T));
-    trace("forward   head (ln_f, lm_head, loss)");
+    trace("forward   head (final norm, LM head, loss)");
     m.forward_end = alloc.active_activation();
     Tensor dloss = Tensor::empty({1}, Category::ActivationGrad, "dloss");
     dloss.data()[0] = 1.0f;

@@ -29,6 +29,7 @@ struct Trainer::Impl {
   Schedule schedule;
   int64_t micro = 0, T = 0, accum = 1;
   std::vector<int32_t> inputs, targets;
+  std::string data_description;
 
   explicit Impl(const TrainOptions& o) : opt(o), model(make_model(o.model)) {}
 };
@@ -42,12 +43,9 @@ std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions&
     for (auto& x : t) x = uint16_t(gen() % uint64_t(o.model.V));
     all = data::TokenDataset::from_tokens(t, "random tokens (V=" + std::to_string(o.model.V) + ")", false);
   } else {
-    all = data::TokenDataset::load(o.data);
+    all = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
   }
-  if (all.max_token() >= o.model.V)
-    throw Error("data", "the data holds token " + std::to_string(all.max_token()) + " but --vocab is " +
-                            std::to_string(o.model.V),
-                "use --vocab " + std::to_string(all.max_token() + 1) + " or more");
+  all.check_vocab(o.model.V);
   return all.split(0.1, T);
 }
 }  // namespace
@@ -93,6 +91,7 @@ Trainer::Trainer(const TrainOptions& o) {
   s.model->init(o.seed);
   if (!o.init_from.empty()) load_weights(*s.model, o.init_from);
   auto [tr, va] = load_split(o, T);
+  s.data_description = tr.description();
   s.train_data = std::move(tr);
   s.val_data = std::move(va);
   s.sampler = std::make_unique<data::BatchSampler>(s.train_data, micro, T, o.seed);
@@ -108,6 +107,7 @@ Trainer::Trainer(const TrainOptions& o) {
 Trainer::~Trainer() = default;
 Model& Trainer::model() { return *impl_->model; }
 const StrategySpec& Trainer::strategy() const { return impl_->strategy; }
+const std::string& Trainer::data_description() const { return impl_->data_description; }
 const NamePolicy& Trainer::policy() const { return impl_->policy; }
 
 NamePolicy policy_from(const TrainOptions& o, const Model& model, std::string* strategy) {

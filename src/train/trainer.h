@@ -20,6 +20,7 @@ NamePolicy policy_from(const struct TrainOptions& o, const Model& model, std::st
 struct TrainOptions {
   ModelConfig model;
   std::string data;            // "" = built-in corpus
+  std::string data_format = "auto";  // auto | text | u16 | llmc
   int64_t random_tokens = 0;   // > 0: ignore `data`, use this many uniform random tokens (benchmarks)
   int64_t steps = 200;
   int64_t batch = 8;           // sequences per optimizer step
@@ -68,6 +69,8 @@ class Trainer {
   float step(int64_t step, StepMeasure* m);
   double lr_at(int64_t step) const;
   const StrategySpec& strategy() const;
+  // What the data loader found: "llm.c v2 token file 'x.bin' (1,234 uint32 tokens)", ...
+  const std::string& data_description() const;
   // The named-tensor policy in force (keeps_all() when none).
   const NamePolicy& policy() const;
 

@@ -82,7 +82,7 @@ TEST(CliCommands, TraceBlockSkipsTheLastRecompute) {
       "forward   block 0  (keep input x0 as checkpoint)",
       "forward   block 1  (keep input x1 as checkpoint)",
       "forward   block 2  (keep internals)",
-      "forward   head (ln_f, lm_head, loss)",
+      "forward   head (final norm, LM head, loss)",
       "backward  head",
       "backward  block 2",
       "recompute block 1  (keep internals)",
@@ -112,7 +112,7 @@ TEST(CliCommands, TraceBlockWithRecomputeLastRunsEveryBlockTwice) {
       "forward   block 0  (keep input x0 as checkpoint)",
       "forward   block 1  (keep input x1 as checkpoint)",
       "forward   block 2  (keep input x2 as checkpoint)",
-      "forward   head (ln_f, lm_head, loss)",
+      "forward   head (final norm, LM head, loss)",
       "backward  head",
       "recompute block 2  (keep internals)",
       "backward  block 2",
@@ -358,3 +358,27 @@ TEST(CliCommands, PlanUnderABudget) {
 }
 
 }  // namespace
+
+TEST(CliCommands, PlanLlama7bPrintsOneLayerTermByTermBesideKorthikanti) {
+  const RunResult r = ok({"plan", "--preset", "llama-7b", "--batch", "1", "--seq", "4096"});
+  // The dry run's terms at B=1, T=4096, C=4096, fp32: sbh = 16.8 M elements.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("self_attn\\.probs +\\(1, 32, 4096, 4096\\) +2\\.00 GiB +128\\.000")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("mlp\\.act +\\(1, 4096, 11008\\) +172\\.00 MiB +10\\.750"))) << r.out;
+  EXPECT_TRUE(has(r.out, "sbh(34 + 5as/h) = 194.000 sbh")) << r.out;
+  EXPECT_TRUE(has(r.out, "textbook figures (LLaMA-7B)")) << r.out;
+  EXPECT_TRUE(has(r.out, "the textbook's 0.5 GB is the fp32 size")) << r.out;
+  EXPECT_TRUE(has(r.out, "llama L=32 C=4096 NH=32 KVH=32 H=11008 T=4096 V=32000")) << r.out;
+}
+
+TEST(CliCommands, LlamaTrainsUnderEveryStrategyWithExactMemory) {
+  for (const char* s : {"none", "block", "sqrt", "all"}) {
+    const RunResult r = ok({"train", "--preset", "llama-tiny", "--steps", "1", "--eval-every", "0", "--sample-tokens",
+                            "0", "--no-progress", "--recompute", s, "--policy", "selective", "--dropout", "0.1",
+                            "--determinism-check"});
+    EXPECT_TRUE(has(r.out, "(equal to the byte)")) << s << "\n" << r.out;
+    EXPECT_TRUE(has(r.out, "model.layers.0.self_attn.probs")) << r.out;
+  }
+  const RunResult t = ok({"trace", "--preset", "llama-tiny", "--recompute", "block", "--recompute-last"});
+  EXPECT_TRUE(has(t.out, "every block ran twice")) << t.out;
+}
