@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/vec16.h"
 
 namespace remat::kernels {
 
@@ -13,26 +14,8 @@ namespace {
 // GCC/Clang generic vectors: 16 float lanes, lane-wise IEEE semantics (one zmm on AVX-512). Row
 // reductions keep 16 partial sums in one of these and combine them in a fixed tree; row tails are
 // zero-padded (0 * 0 adds nothing), so every element goes through the same code.
-// (Twins of layernorm.cpp's helpers: each kernel file stays self-contained.)
-typedef float v16f __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
+using namespace vec16;
 constexpr int64_t kChanBlock = 64;  // channels per dweight task
-
-inline v16f load16(const float* p) {
-  v16f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline v16f load_tail(const float* p, int64_t n) {  // p[0..n), zeros after (n < 16)
-  v16f v = {};
-  for (int64_t j = 0; j < n; ++j) v[j] = p[j];
-  return v;
-}
-inline float hsum(v16f v) {
-  for (int w = kLanes / 2; w >= 1; w /= 2)
-    for (int j = 0; j < w; ++j) v[j] += v[j + w];
-  return v[0];
-}
 
 inline float row_sum_sq(const float* x, int64_t C) {
   v16f acc = {};
