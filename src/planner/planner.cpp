@@ -55,14 +55,14 @@ PartTrace read_tape(std::string name, const autograd::Tape& tape, const Tensor& 
         throw Error("planner", "'" + t.name() + "' is both the output of " + p.name + " and saved by one of its ops",
                     "the memory simulation assumes a block does not save its own output; restructure the block");
       auto [it, fresh] = index.emplace(t.id(), p.kept.size());
-      if (fresh) p.kept.push_back({t.name(), t.shape(), t.bytes(), {}, input.defined() && t.id() == input.id(), {}, 0});
+      if (fresh) p.kept.push_back({t.name(), t.shape(), t.bytes(), {}, input.defined() && t.id() == input.id(), t.category(), {}, 0});
       std::vector<int>& h = p.kept[it->second].holders;
       if (h.empty() || h.back() != int(k)) h.push_back(int(k));
     }
     for (const autograd::Dropped& d : n.dropped) {
       op.rebuild_flops += d.flops;
       auto [it, fresh] = dropped.emplace(d.name, p.dropped.size());
-      if (fresh) p.dropped.push_back({d.name, d.shape, d.bytes, {}, false, d.from, d.flops});
+      if (fresh) p.dropped.push_back({d.name, d.shape, d.bytes, {}, false, Category::Recompute, d.from, d.flops});
       p.dropped[it->second].holders.push_back(int(k));
     }
     p.ops.push_back(std::move(op));

@@ -31,6 +31,7 @@ struct TensorRecord {
   size_t bytes = 0;
   std::vector<int> holders;               // ops (indices into the part's ops) whose backward needs it
   bool input = false;                     // the part's input (x_i for block i, x_L for the head)
+  Category category = Category::SavedActivation;  // as the op's save tagged it
   std::vector<std::string> rebuilt_from;  // dropped tensors: the kept tensors its recipe reads
   double rebuild_flops = 0;               // ... and what one rebuild costs
 };

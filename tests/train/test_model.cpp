@@ -263,7 +263,11 @@ TEST_P(Models, SavedActivationBytesEqualTheDryRunsTableForSeveralConfigs) {
     // Per name: every tensor of the dry run was saved at exactly its size.
     auto names = Allocator::global().by_name();
     for (const auto& blk : tr.blocks)
-      for (const auto& t : blk.kept) EXPECT_EQ(names[t.name].act_peak, t.bytes) << t.name;
+      for (const auto& t : blk.kept) {
+        EXPECT_EQ(names[t.name].act_peak, t.bytes) << t.name;
+        EXPECT_EQ(t.category, Category::SavedActivation) << t.name;
+        EXPECT_FALSE(t.holders.empty()) << t.name << ": a saved tensor has an op that needs it";
+      }
     for (const auto& t : tr.head.kept) EXPECT_EQ(names[t.name].act_peak, t.bytes) << t.name;
   }
 }
