@@ -104,7 +104,6 @@ void add_plan(CLI::App& root) {
     const NamePolicy policy = model->policy(f.policy);
     const autograd::Policy* pol = policy.keeps_all() ? nullptr : &policy;
     const planner::StepTrace trace = planner::trace_step(*model, f.batch, T, pol);
-    if (!f.json) print_terms(planner::trace_step(*model, f.batch, T), *model, f.model.preset);
     std::vector<planner::Plan> plans;
     if (!f.budget.empty()) {
       plans.push_back(planner::best_plan(trace, parse_bytes(f.budget, "--budget")));
@@ -117,6 +116,8 @@ void add_plan(CLI::App& root) {
     } else {
       plans = planner::frontier(trace);
     }
+    // After planning, so that a refused budget prints nothing but its error.
+    if (!f.json) print_terms(pol ? planner::trace_step(*model, f.batch, T) : trace, *model, f.model.preset);
     nlohmann::json rows = nlohmann::json::array();
     if (!f.json)
       std::printf("remat plan: %s, B=%lld, T=%lld; |x| = %s, one block's internals = %s\n%-28s %14s %10s %12s %10s\n",

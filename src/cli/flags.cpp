@@ -71,7 +71,7 @@ ModelConfig ModelFlags::config() const {
 }
 
 ModelConfig ModelFlags::config_for_file(const std::string& path) const {
-  const ModelConfig fc = read_config(path);
+  const ModelConfig fc = read_config(path, NH != kUnset ? NH : 0);
   ModelConfig c = preset_option && preset_option->count() > 0 ? remat::preset(preset) : fc;
   apply(c);
   c.T = block_size != kUnset ? block_size : fc.T;
@@ -129,6 +129,8 @@ void check_output_path(const std::string& path, const std::string& flag) {
   if (path.empty()) return;
   std::error_code ec;
   const fs::path p(path);
+  const bool folder_ok = flag == "--save" && !(path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0);
+  if (fs::is_directory(p, ec) && folder_ok) return;  // a model folder, saved into again
   if (fs::is_directory(p, ec))
     throw Error("io", flag + " '" + path + "' is a directory", "give a file name, e.g. " + (p / "out").string());
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();

@@ -24,8 +24,9 @@ struct ModelFlags {
   void add_to(CLI::App& app, const std::string& default_preset);
   // The config: preset, then explicit flags; --seq sets the block size unless --block-size is given.
   ModelConfig config() const;
-  // The config for --init-from `path`: the architecture stored in the file (unless --preset is given),
-  // then explicit flags; the block size is the file's unless --block-size is given, and --seq must
+  // The config for --init-from `path` (a .safetensors file or a model folder, see read_config; --heads
+  // stands in for the head count of a LLaMA file without config.json): the architecture stored in
+  // the file (unless --preset is given), then explicit flags; the block size is the file's unless --block-size is given, and --seq must
   // not exceed it.
   ModelConfig config_for_file(const std::string& path) const;
   // Sequence length used for batches.
@@ -44,7 +45,8 @@ size_t parse_bytes(const std::string& text, const std::string& flag);
 // machine's physical memory. `batch` is the micro-batch. Sizes come from a dry run of the model.
 void check_sizes(const ModelConfig& c, int64_t batch, int64_t T, double host_bytes_per_param);
 // Throws remat::Error("io") unless the directory that would hold `path` exists, so that a bad
-// --save or --metrics-out fails before training rather than after it.
+// --save or --metrics-out fails before training rather than after it. An existing folder is refused,
+// except for --save to a path not ending in .safetensors (a model folder, written into again).
 void check_output_path(const std::string& path, const std::string& flag);
 
 int cmd_train(CLI::App& app);
@@ -52,5 +54,6 @@ void add_train(CLI::App& root);
 void add_bench(CLI::App& root);
 void add_trace(CLI::App& root);
 void add_plan(CLI::App& root);
+void add_grads(CLI::App& root);
 
 }  // namespace remat::cli

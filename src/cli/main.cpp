@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   remat::cli::add_bench(app);
   remat::cli::add_trace(app);
   remat::cli::add_plan(app);
+  remat::cli::add_grads(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,28 +1,475 @@
 #include "model/weights.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <sstream>
+#include <vector>
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/tensor_store.h"
 
 namespace remat {
 
 namespace {
-std::string strip_prefix(const std::string& n) {
-  const std::string p = "transformer.";
-  return n.rfind(p, 0) == 0 ? n.substr(p.size()) : n;
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* kKnown = "remat knows gpt2 (GPT2LMHeadModel) and llama (LlamaForCausalLM)";
+const std::string kMixed = "config.json and the weights are from different models; re-download the folder or fix config.json";
+
+// Untrusted text for a one-line message: control bytes escaped, cut after 80 bytes.
+std::string clean(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (out.size() >= 80) {
+      out += "...";
+      break;
+    }
+    if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      out += buf;
+    } else {
+      out += char(ch);
+    }
+  }
+  return out;
 }
-bool ignorable(const std::string& n) {
-  auto ends = [&](const std::string& s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
-  return ends(".attn.bias") || ends(".attn.masked_bias") || n == "lm_head.weight";
+std::string q(const std::string& s) {
+  std::string out(1, '\'');
+  out += clean(s);
+  out += '\'';
+  return out;
 }
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool ends_with(const std::string& s, const std::string& e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+
+// Shortest decimal that reads back as the same float ("1e-05", not 9.99999974737875e-06).
+double tidy(float f) {
+  for (int p = 6; p <= 9; ++p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*g", p, double(f));
+    const double d = std::strtod(buf, nullptr);
+    if (float(d) == f) return d;
+  }
+  return double(f);
+}
+
+// The block index N of "<stem>N.rest", if `n` is such a name.
+std::optional<int64_t> layer_index(const std::string& n, const std::string& stem) {
+  if (!starts_with(n, stem)) return std::nullopt;
+  const size_t b = stem.size(), e = n.find('.', b);
+  if (e == std::string::npos || e == b || e - b > 9) return std::nullopt;
+  int64_t v = 0;
+  for (size_t i = b; i < e; ++i) {
+    if (n[i] < '0' || n[i] > '9') return std::nullopt;
+    v = v * 10 + (n[i] - '0');
+  }
+  return v;
+}
+
+const char* stem_of(Arch a) { return a == Arch::GPT2 ? "h." : "model.layers."; }
+
+// Tensors that are not parameters: GPT-2's causal-mask buffers and tied head, LLaMA's rotary buffers.
+bool ignorable(Arch a, const std::string& n) {
+  if (a == Arch::GPT2) return ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias") || n == "lm_head.weight";
+  return ends_with(n, ".rotary_emb.inv_freq");
+}
+
+// The architecture of a set of tensor names, or nullopt.
+std::optional<Arch> arch_of_names(const std::vector<std::string>& names) {
+  for (const std::string& raw : names) {
+    const std::string n = starts_with(raw, "transformer.") ? raw.substr(12) : raw;
+    if (n == "model.embed_tokens.weight" || starts_with(n, "model.layers.")) return Arch::Llama;
+    if (n == "wte.weight" || n == "wpe.weight" || layer_index(n, "h.")) return Arch::GPT2;
+  }
+  return std::nullopt;
+}
+
+// Model parameter name -> name in the store, for every tensor that is not ignorable (GPT-2's
+// optional "transformer." prefix stripped).
+std::map<std::string, std::string> tensor_map(const TensorStore& s, Arch a) {
+  std::map<std::string, std::string> m;
+  for (const std::string& raw : s.names()) {
+    const std::string n = a == Arch::GPT2 && starts_with(raw, "transformer.") ? raw.substr(12) : raw;
+    if (ignorable(a, n)) continue;
+    auto [it, inserted] = m.emplace(n, raw);
+    if (!inserted)
+      throw Error("weights", "'" + s.path() + "' holds " + q(n) + " twice, as " + q(it->second) + " and " + q(raw),
+                  "the checkpoint mixes two naming schemes; re-save it");
+  }
+  return m;
+}
+
+int64_t num_layers_in(const std::map<std::string, std::string>& m, Arch a) {
+  int64_t L = 0;
+  for (const auto& [n, raw] : m)
+    if (auto i = layer_index(n, stem_of(a))) L = std::max(L, *i + 1);
+  return L;
+}
+
+// ---- config.json fields ----
+
+std::string jtext(const json& v) {
+  std::string s;
+  try {
+    s = v.dump();
+  } catch (const json::exception&) {
+    s = "(not UTF-8)";
+  }
+  return clean(s);
+}
+
+// A positive integer field; `dflt` when absent or null (required when dflt is nullopt).
+int64_t jint(const json& j, const char* key, const std::string& where, std::optional<int64_t> dflt = std::nullopt) {
+  if (!j.contains(key) || j[key].is_null()) {
+    if (dflt) return *dflt;
+    throw Error("config", where + " has no \"" + key + "\"",
+                "a Hugging Face config.json of this architecture has it; re-download or fix it");
+  }
+  const json& v = j[key];
+  int64_t r = 0;
+  bool ok = false;
+  if (v.is_number_unsigned()) {
+    ok = v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max());
+    if (ok) r = int64_t(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
+    r = v.get<int64_t>();
+    ok = true;
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    ok = std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18;
+    if (ok) r = int64_t(d);
+  }
+  if (!ok || r <= 0)
+    throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(v) + ", not a positive integer",
+                "fix " + where);
+  return r;
+}
+
+// A positive finite number field; `dflt` when absent or null.
+double jnum(const json& j, const char* key, const std::string& where, double dflt) {
+  if (!j.contains(key) || j[key].is_null()) return dflt;
+  const json& v = j[key];
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+    throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(v) + ", not a positive number",
+                "fix " + where);
+  return v.get<double>();
+}
+
+bool jbool(const json& j, const char* key, const std::string& where, bool dflt) {
+  if (!j.contains(key) || j[key].is_null()) return dflt;
+  if (!j[key].is_boolean())
+    throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(j[key]) + ", not true or false",
+                "fix " + where);
+  return j[key].get<bool>();
+}
+
+std::string jstr(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return "";
+  if (!j[key].is_string())
+    throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(j[key]) + ", not a string",
+                "fix " + where);
+  return j[key].get<std::string>();
+}
+
+// ---- remat metadata ----
+
+int64_t meta_int(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path,
+                 int64_t dflt) {
+  auto it = m.find(key);
+  if (it == m.end()) return dflt;
+  const std::string& s = it->second;
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty())
+    throw Error("weights", "metadata " + q(key) + " of '" + path + "' is " + q(s) + ", not an integer",
+                "the file is corrupt; re-save it");
+  return v;
+}
+
+float meta_float(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path,
+                 float dflt) {
+  auto it = m.find(key);
+  if (it == m.end()) return dflt;
+  const std::string& s = it->second;
+  char* end = nullptr;
+  const double d = s.empty() ? NAN : std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(d) || !(d > 0))
+    throw Error("weights", "metadata " + q(key) + " of '" + path + "' is " + q(s) + ", not a positive number",
+                "the file is corrupt; re-save it");
+  return float(d);
+}
+
+// ---- inference from tensors ----
+
+const SafetensorsEntry& need(const TensorStore& s, const std::map<std::string, std::string>& m, const std::string& name,
+                             size_t rank) {
+  auto it = m.find(name);
+  if (it == m.end())
+    throw Error("weights", "'" + s.path() + "' has no tensor " + q(name) + ", so its model cannot be inferred",
+                "give a complete checkpoint, or a Hugging Face folder with its config.json");
+  const SafetensorsEntry& e = s.at(it->second);
+  if (e.shape.size() != rank)
+    throw Error("weights", "tensor " + q(name) + " in '" + s.path() + "' has shape " + shape_str(e.shape) + ", not " +
+                               std::to_string(rank) + "-D",
+                "is it a GPT-2 or LLaMA checkpoint?");
+  return e;
+}
+
+ModelConfig infer(const TensorStore& s, int64_t heads) {
+  const auto arch = arch_of_names(s.names());
+  if (!arch)
+    throw Error("weights",
+                "cannot tell the architecture of '" + s.path() +
+                    "': it has neither wte.weight (GPT-2) nor model.embed_tokens.weight (LLaMA)",
+                std::string(kKnown) + "; a model folder needs its config.json");
+  const auto m = tensor_map(s, *arch);
+  ModelConfig c;
+  c.arch = *arch;
+  c.L = num_layers_in(m, *arch);
+  if (c.L == 0)
+    throw Error("weights", "'" + s.path() + "' holds no transformer block (" + stem_of(*arch) + "0...)",
+                "give a complete checkpoint");
+  if (*arch == Arch::GPT2) {
+    const auto& wte = need(s, m, "wte.weight", 2);
+    c.V = wte.shape[0];
+    c.C = wte.shape[1];
+    c.T = need(s, m, "wpe.weight", 2).shape[0];
+    c.NH = heads > 0 ? heads : c.C % 64 == 0 ? c.C / 64 : 1;  // Hugging Face's GPT-2 head size is 64
+    const int64_t H = need(s, m, "h.0.mlp.c_fc.weight", 2).shape[1];
+    c.hidden = H == 4 * c.C ? 0 : H;
+    return c;
+  }
+  const auto& emb = need(s, m, "model.embed_tokens.weight", 2);
+  c.V = emb.shape[0];
+  c.C = emb.shape[1];
+  if (heads <= 0)
+    throw Error("weights",
+                "'" + s.path() + "' holds a LLaMA without config.json: its number of attention heads cannot be known",
+                "put the model's config.json beside the weights (a Hugging Face folder), or pass --heads N");
+  c.NH = heads;
+  if (c.C % c.NH != 0)
+    throw Error("config", "--heads " + std::to_string(heads) + " does not divide the width " + std::to_string(c.C) +
+                              " of '" + s.path() + "'",
+                "pass the model's real head count, or use its config.json");
+  const int64_t HS = c.C / c.NH;
+  const int64_t kr = need(s, m, "model.layers.0.self_attn.k_proj.weight", 2).shape[0];
+  if (kr % HS != 0)
+    throw Error("config", "--heads " + std::to_string(heads) + " gives head size " + std::to_string(HS) +
+                              ", which does not divide k_proj's " + std::to_string(kr) + " rows in '" + s.path() + "'",
+                "pass the model's real head count, or use its config.json");
+  c.KVH = kr / HS;
+  c.hidden = need(s, m, "model.layers.0.mlp.gate_proj.weight", 2).shape[0];
+  c.T = 2048;
+  c.norm_eps = 1e-5f;
+  c.rope_theta = 10000.0f;
+  return c;
+}
+
+// Throws when the config (from `cfg_file`) disagrees with the weights in `s`: layer count, a
+// missing tensor, a shape.
+void check_against(const ModelConfig& c, const TensorStore& s, const std::string& cfg_file) {
+  const auto m = tensor_map(s, c.arch);
+  const int64_t L = num_layers_in(m, c.arch);
+  if (L != c.L)
+    throw Error("weights",
+                "'" + cfg_file + "' says " + std::to_string(c.L) + " layers (" +
+                    (c.arch == Arch::GPT2 ? "n_layer" : "num_hidden_layers") + ") but the weights in '" + s.path() +
+                    "' hold " + std::to_string(L),
+                kMixed);
+  std::unique_ptr<Model> model;
+  {
+    ShapeOnlyScope dry;
+    model = make_model(c);
+  }
+  for (const Param& p : model->params()) {
+    auto it = m.find(p.name);
+    if (it == m.end())
+      throw Error("weights",
+                  "'" + cfg_file + "' describes " + c.describe() + " but the weights in '" + s.path() +
+                      "' have no tensor " + q(p.name),
+                  kMixed);
+    const SafetensorsEntry& e = s.at(it->second);
+    if (e.shape != p.value.shape())
+      throw Error("weights",
+                  "'" + cfg_file + "' (" + c.describe() + ") implies " + q(p.name) + " of shape " +
+                      shape_str(p.value.shape()) + " but the weights in '" + s.path() + "' hold " + shape_str(e.shape),
+                  kMixed);
+  }
+}
+
+json parse_config_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error("config", "cannot read '" + file + "'", "check its permissions");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    json j = json::parse(ss.str());
+    if (!j.is_object()) throw Error("config", "'" + file + "' is not a JSON object", "fix or re-download config.json");
+    return j;
+  } catch (const json::exception& e) {
+    std::string w = e.what();
+    if (size_t b = w.find("] "); b != std::string::npos) w = w.substr(b + 2);
+    throw Error("config", "'" + file + "' is not valid JSON: " + clean(w), "fix or re-download config.json");
+  }
+}
+
+std::string config_path(const TensorStore& s) { return (fs::path(s.path()) / "config.json").string(); }
+
 }  // namespace
 
-void save_weights(const Model& model, const std::string& path) {
+// ---- Hugging Face config.json ----
+
+json hf_config(const ModelConfig& c) {
+  if (c.arch == Arch::GPT2) {
+    return json{{"architectures", {"GPT2LMHeadModel"}},
+                {"model_type", "gpt2"},
+                {"n_layer", c.L},
+                {"n_embd", c.C},
+                {"n_head", c.NH},
+                {"n_positions", c.T},
+                {"n_ctx", c.T},
+                {"vocab_size", c.V},
+                {"n_inner", c.mlp_hidden() == 4 * c.C ? json(nullptr) : json(c.mlp_hidden())},
+                {"activation_function", "gelu_new"},
+                {"layer_norm_epsilon", 1e-5},
+                {"resid_pdrop", tidy(c.dropout)},
+                {"embd_pdrop", tidy(c.dropout)},
+                {"attn_pdrop", tidy(c.dropout)},
+                {"initializer_range", 0.02},
+                {"tie_word_embeddings", true},
+                {"torch_dtype", "float32"}};
+  }
+  return json{{"architectures", {"LlamaForCausalLM"}},
+              {"model_type", "llama"},
+              {"num_hidden_layers", c.L},
+              {"hidden_size", c.C},
+              {"num_attention_heads", c.NH},
+              {"num_key_value_heads", c.kv_heads()},
+              {"head_dim", c.head_size()},
+              {"intermediate_size", c.mlp_hidden()},
+              {"max_position_embeddings", c.T},
+              {"vocab_size", c.V},
+              {"rope_theta", tidy(c.rope_theta)},
+              {"rope_scaling", nullptr},
+              {"rms_norm_eps", tidy(c.norm_eps)},
+              {"hidden_act", "silu"},
+              {"attention_bias", false},
+              {"mlp_bias", false},
+              {"attention_dropout", tidy(c.dropout)},
+              {"tie_word_embeddings", false},
+              {"initializer_range", 0.02},
+              {"torch_dtype", "float32"}};
+}
+
+ModelConfig config_from_hf(const json& j, const std::string& where) {
+  if (!j.is_object()) throw Error("config", where + " is not a JSON object", "fix or re-download config.json");
+  const std::string mt = jstr(j, "model_type", where);
+  std::vector<std::string> archs;
+  if (j.contains("architectures") && j["architectures"].is_array())
+    for (const json& a : j["architectures"])
+      if (a.is_string()) archs.push_back(a.get<std::string>());
+  auto has = [&](const char* a) { return std::find(archs.begin(), archs.end(), a) != archs.end(); };
+  std::optional<Arch> arch;
+  if (mt == "gpt2") arch = Arch::GPT2;
+  else if (mt == "llama") arch = Arch::Llama;
+  else if (has("LlamaForCausalLM")) arch = Arch::Llama;
+  else if (has("GPT2LMHeadModel")) arch = Arch::GPT2;
+  if (!arch) {
+    std::string what = !mt.empty() ? "model_type " + q(mt)
+                       : !archs.empty() ? "architectures " + jtext(j["architectures"])
+                                        : std::string("no model_type");
+    throw Error("config", where + " has " + what + ", not an architecture remat knows", kKnown);
+  }
+
+  ModelConfig c;
+  c.arch = *arch;
+  c.dropout = 0;
+  if (c.arch == Arch::GPT2) {
+    c.L = jint(j, "n_layer", where);
+    c.C = jint(j, "n_embd", where);
+    c.NH = jint(j, "n_head", where);
+    c.T = j.contains("n_positions") && !j["n_positions"].is_null() ? jint(j, "n_positions", where) : jint(j, "n_ctx", where);
+    c.V = jint(j, "vocab_size", where);
+    const int64_t H = jint(j, "n_inner", where, 0);
+    c.hidden = H == 4 * c.C ? 0 : H;
+    const double eps = jnum(j, "layer_norm_epsilon", where, 1e-5);
+    if (std::fabs(eps - 1e-5) > 1e-9)
+      throw Error("config", where + " has layer_norm_epsilon " + jtext(j["layer_norm_epsilon"]) +
+                                "; remat's GPT-2 layernorm uses 1e-5",
+                  "remat supports GPT-2's standard layer_norm_epsilon 1e-05 only");
+    const std::string act = jstr(j, "activation_function", where);
+    if (!act.empty() && act != "gelu_new" && act != "gelu_pytorch_tanh")
+      throw Error("config", where + " has activation_function " + q(act) + "; remat's GPT-2 uses gelu_new (tanh GELU)",
+                  "remat supports GPT-2's standard activation only");
+  } else {
+    c.L = jint(j, "num_hidden_layers", where);
+    c.C = jint(j, "hidden_size", where);
+    c.NH = jint(j, "num_attention_heads", where);
+    c.KVH = jint(j, "num_key_value_heads", where, c.NH);
+    c.hidden = jint(j, "intermediate_size", where);
+    c.T = jint(j, "max_position_embeddings", where);
+    c.V = jint(j, "vocab_size", where);
+    c.rope_theta = float(jnum(j, "rope_theta", where, 10000.0));
+    c.norm_eps = float(jnum(j, "rms_norm_eps", where, 1e-6));  // transformers' LlamaConfig default
+    if (jbool(j, "tie_word_embeddings", where, false))
+      throw Error("config", where + " has tie_word_embeddings true; remat's LLaMA has its own lm_head.weight",
+                  "remat trains untied LLaMA models only (Llama 2/3 7B and up); untie the checkpoint first");
+    if (c.C % c.NH != 0)
+      throw Error("config", where + ": hidden_size " + std::to_string(c.C) + " is not divisible by num_attention_heads " +
+                                std::to_string(c.NH),
+                  "fix " + where);
+    if (j.contains("head_dim") && !j["head_dim"].is_null() && jint(j, "head_dim", where) != c.C / c.NH)
+      throw Error("config", where + " has head_dim " + jtext(j["head_dim"]) + ", not hidden_size / num_attention_heads = " +
+                                std::to_string(c.C / c.NH),
+                  "remat's LLaMA needs head_dim = hidden_size / num_attention_heads");
+    if (c.NH % c.KVH != 0)
+      throw Error("config", where + ": num_key_value_heads " + std::to_string(c.KVH) +
+                                " does not divide num_attention_heads " + std::to_string(c.NH),
+                  "fix " + where);
+    const std::string act = jstr(j, "hidden_act", where);
+    if (!act.empty() && act != "silu")
+      throw Error("config", where + " has hidden_act " + q(act) + "; remat's LLaMA uses silu (SwiGLU)",
+                  "remat supports LLaMA's standard activation only");
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+      throw Error("config", where + " has rope_scaling " + jtext(j["rope_scaling"]) + "; remat's RoPE has no scaling",
+                  "remat supports plain RoPE (Llama 1/2/3.0 style) only");
+    if (jbool(j, "attention_bias", where, false) || jbool(j, "mlp_bias", where, false))
+      throw Error("config", where + " has attention_bias or mlp_bias true; remat's LLaMA has no biases",
+                  "remat supports bias-free LLaMA models only");
+  }
+  c.validate();
+  return c;
+}
+
+// ---- files and folders ----
+
+void save_weights(const Model& model, const std::string& path, size_t max_shard_bytes) {
   std::vector<std::pair<std::string, const Tensor*>> ts;
   for (const Param& p : model.params()) ts.emplace_back(p.name, &p.value);
   const ModelConfig& c = model.config();
+  if (!ends_with(path, ".safetensors")) {
+    save_tensor_folder(path, ts, hf_config(c), max_shard_bytes, {{"format", "pt"}});
+    return;
+  }
+  char theta[32], eps[32];
+  std::snprintf(theta, sizeof theta, "%.9g", double(c.rope_theta));
+  std::snprintf(eps, sizeof eps, "%.9g", double(c.norm_eps));
   std::map<std::string, std::string> meta{{"format", "pt"},
                                           {"remat.arch", arch_name(c.arch)},
                                           {"remat.KVH", std::to_string(c.kv_heads())},
@@ -31,64 +478,91 @@ void save_weights(const Model& model, const std::string& path) {
                                           {"remat.C", std::to_string(c.C)},
                                           {"remat.NH", std::to_string(c.NH)},
                                           {"remat.T", std::to_string(c.T)},
-                                          {"remat.V", std::to_string(c.V)}};
+                                          {"remat.V", std::to_string(c.V)},
+                                          {"remat.rope_theta", theta},
+                                          {"remat.norm_eps", eps}};
   save_safetensors(path, ts, meta);
 }
 
 void load_weights(Model& model, const std::string& path) {
-  SafetensorsReader r(path);
-  std::set<std::string> names;
-  for (const Param& p : model.params()) names.insert(p.name);
-  std::map<std::string, const SafetensorsEntry*> by_name;
-  for (const auto& e : r.entries()) {
-    const std::string n = strip_prefix(e.name);
-    if (names.count(n) || !ignorable(n)) by_name[n] = &e;
-  }
+  const TensorStore s(path);
+  const Arch arch = model.config().arch;
+  if (s.has_config()) check_against(config_from_hf(s.config(), "'" + config_path(s) + "'"), s, config_path(s));
+  const auto m = tensor_map(s, arch);
   std::set<std::string> used;
+  std::vector<float> buf;
   for (Param& p : model.params()) {
-    auto it = by_name.find(p.name);
-    if (it == by_name.end())
-      throw Error("weights", "'" + path + "' has no tensor '" + p.name + "'",
-                  "is it a GPT-2 checkpoint with " + model.config().describe() + "?");
-    if (it->second->shape != p.value.shape())
+    auto it = m.find(p.name);
+    if (it == m.end())
+      throw Error("weights", "'" + path + "' has no tensor " + q(p.name),
+                  "is it a checkpoint of " + model.config().describe() + "?");
+    const SafetensorsEntry& e = s.at(it->second);
+    if (e.shape != p.value.shape())
       throw Error("weights",
-                  "'" + p.name + "' in '" + path + "' has shape " + shape_str(it->second->shape) + ", the model expects " +
+                  q(p.name) + " in '" + path + "' has shape " + shape_str(e.shape) + ", the model expects " +
                       shape_str(p.value.shape()),
                   "match --layers/--channels/--heads/--seq/--vocab to the file (model: " + model.config().describe() + ")");
-    r.read_f32(*it->second, p.value.span());
+    s.read_f32(it->second, p.value.span());
+    const float* d = p.value.data();
+    for (int64_t i = 0, n = p.value.numel(); i < n; ++i)
+      if (!std::isfinite(d[i]))
+        throw Error("weights",
+                    "tensor " + q(it->second) + " in '" + s.file_of(it->second) + "' holds " +
+                        (std::isnan(d[i]) ? "NaN" : "Inf") + " (element " + std::to_string(i) + ")",
+                    "the checkpoint is corrupt or from a diverged run; use another one");
     used.insert(p.name);
   }
-  for (auto& [n, e] : by_name)
+  for (const auto& [n, raw] : m)
     if (!used.count(n))
-      throw Error("weights", "'" + path + "' has a tensor '" + n + "' that this model does not use",
+      throw Error("weights", "'" + path + "' has a tensor " + q(raw) + " that this model does not use",
                   "the file is for a different architecture or depth than " + model.config().describe());
 }
 
-ModelConfig read_config(const std::string& path) {
-  SafetensorsReader r(path);
-  ModelConfig c;
-  const auto& m = r.metadata();
-  auto get = [&](const char* k, int64_t& v) {
-    auto it = m.find(k);
-    if (it != m.end()) v = std::stoll(it->second);
-  };
-  if (m.count("remat.L")) {
-    get("remat.L", c.L); get("remat.C", c.C); get("remat.NH", c.NH); get("remat.T", c.T); get("remat.V", c.V);
-    if (m.count("remat.arch")) c.arch = parse_arch(m.at("remat.arch"));
-    if (c.arch == Arch::Llama) { get("remat.KVH", c.KVH); get("remat.hidden", c.hidden); }
+ModelConfig read_config(const std::string& path, int64_t heads) {
+  const TensorStore s(path);
+  if (s.has_config()) {
+    ModelConfig c = config_from_hf(s.config(), "'" + config_path(s) + "'");
+    check_against(c, s, config_path(s));
     return c;
   }
-  // A Hugging Face file: infer from shapes; heads are not stored (GPT-2 uses HS = 64).
-  int64_t L = 0;
-  for (const auto& e : r.entries()) {
-    const std::string n = strip_prefix(e.name);
-    if (n == "wte.weight" && e.shape.size() == 2) { c.V = e.shape[0]; c.C = e.shape[1]; }
-    if (n == "wpe.weight" && e.shape.size() == 2) c.T = e.shape[0];
-    if (n.rfind("h.", 0) == 0) L = std::max<int64_t>(L, std::stoll(n.substr(2, n.find('.', 2) - 2)) + 1);
+  const auto& meta = s.metadata();
+  if (meta.count("remat.L")) {
+    ModelConfig c;
+    c.L = meta_int(meta, "remat.L", path, c.L);
+    c.C = meta_int(meta, "remat.C", path, c.C);
+    c.NH = meta_int(meta, "remat.NH", path, c.NH);
+    c.T = meta_int(meta, "remat.T", path, c.T);
+    c.V = meta_int(meta, "remat.V", path, c.V);
+    if (meta.count("remat.arch")) c.arch = parse_arch(meta.at("remat.arch"));
+    if (c.arch == Arch::Llama) {
+      c.KVH = meta_int(meta, "remat.KVH", path, 0);
+      c.hidden = meta_int(meta, "remat.hidden", path, 0);
+      c.rope_theta = meta_float(meta, "remat.rope_theta", path, c.rope_theta);
+      c.norm_eps = meta_float(meta, "remat.norm_eps", path, c.norm_eps);
+    } else {
+      const int64_t H = meta_int(meta, "remat.hidden", path, 0);
+      c.hidden = H == 4 * c.C ? 0 : H;
+    }
+    try {
+      c.validate();
+    } catch (const Error& e) {
+      throw Error("weights", "the metadata of '" + path + "' describes an invalid model: " + e.what(),
+                  "the file is corrupt; re-save it");
+    }
+    return c;
   }
-  c.L = L;
-  c.NH = c.C % 64 == 0 ? c.C / 64 : 1;
-  return c;
+  if (!s.is_folder()) {
+    // A Hugging Face file with its config.json beside it.
+    std::error_code ec;
+    const fs::path parent = fs::path(path).parent_path();
+    const std::string beside = ((parent.empty() ? fs::path(".") : parent) / "config.json").string();
+    if (fs::is_regular_file(beside, ec)) {
+      ModelConfig c = config_from_hf(parse_config_file(beside), "'" + beside + "'");
+      check_against(c, s, beside);
+      return c;
+    }
+  }
+  return infer(s, heads);
 }
 
 }  // namespace remat

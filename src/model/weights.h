@@ -1,18 +1,56 @@
-// GPT weights on disk as Hugging Face safetensors.
+// Model weights on disk, as Hugging Face lays them out and as remat writes them:
+//  - one .safetensors file (remat's own: F32, with the config as "remat.*" metadata; or a user's
+//    Hugging Face model.safetensors);
+//  - a Hugging Face model folder: config.json (the source of truth for the architecture) and
+//    model.safetensors, or model.safetensors.index.json and its shards (core/tensor_store.h).
+// Parameter names are Hugging Face's for both architectures (GPT-2: wte.weight, h.N.attn.c_attn.weight,
+// ...; LLaMA: model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight, ...).
 #pragma once
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "model/model.h"
 
 namespace remat {
 
-// Writes every parameter (F32, Hugging Face names) atomically, with the config as metadata.
-void save_weights(const Model& model, const std::string& path);
-// Loads weights into `model`. Accepts a user's GPT-2 model.safetensors as it is: an optional
-// "transformer." prefix, the causal-mask buffers (attn.bias, attn.masked_bias) and a tied
-// lm_head.weight are skipped; every parameter must be present with its exact shape.
+// Shards of a saved model folder hold at most this many bytes (a tensor larger than that gets one of
+// its own), as transformers' save_pretrained does by default.
+constexpr size_t kDefaultShardBytes = size_t(2) << 30;
+
+// A path ending in ".safetensors" is one file: every parameter F32 (Hugging Face names), written
+// atomically, with the config as "remat.*" metadata. Any other path is a model folder, written
+// with save_tensor_folder: config.json in Hugging Face's format for the architecture (hf_config)
+// and model.safetensors, sharded as model-0000k-of-0000n.safetensors + model.safetensors.index.json
+// when the weights exceed max_shard_bytes.
+void save_weights(const Model& model, const std::string& path, size_t max_shard_bytes = kDefaultShardBytes);
+
+// Loads weights into `model` from a .safetensors file or a model folder. Accepts a user's checkpoint
+// as it is: F32, BF16 or F16 (converted); for GPT-2 an optional "transformer." prefix, the causal-mask
+// buffers (attn.bias, attn.masked_bias) and the tied lm_head.weight are skipped; for LLaMA the
+// rotary inv_freq buffers of older checkpoints are skipped. Every parameter must be present with
+// its exact shape, nothing else may be in the file, and no value may be NaN or infinite. A folder's
+// config.json must agree with its weights. Errors are one-line remat::Error with a hint.
 void load_weights(Model& model, const std::string& path);
-// Reads the config stored by save_weights, or infers it from the tensor shapes (a Hugging Face file).
-ModelConfig read_config(const std::string& path);
+
+// The config of the weights at `path` (a .safetensors file or a model folder), dropout 0:
+//  - a folder with config.json: config_from_hf of it (checked against the weights);
+//  - a file with remat's metadata: that;
+//  - a file without it: inferred from the tensor names and shapes; for a file with a config.json
+//    beside it (same folder, same architecture), that config.json (checked against the weights).
+//    GPT-2 without a config: heads = C/64 (Hugging Face's GPT-2 head size). LLaMA without a config:
+//    the heads must be given (`heads`, from --heads; the key/value heads then follow from k_proj),
+//    else a remat::Error asks for config.json or --heads; the block size is then 2048.
+// `heads` > 0 is used only when the file does not say.
+ModelConfig read_config(const std::string& path, int64_t heads = 0);
+
+// The Hugging Face config.json of a config: GPT2LMHeadModel or LlamaForCausalLM fields.
+nlohmann::json hf_config(const ModelConfig& c);
+// The config of a Hugging Face config.json (GPT-2 or LLaMA). Throws remat::Error naming the key for
+// a missing or ill-typed field, an unknown model_type, or a feature remat does not implement (tied
+// LLaMA embeddings, RoPE scaling, biases in LLaMA, another activation). `where` names the file in
+// messages.
+ModelConfig config_from_hf(const nlohmann::json& j, const std::string& where = "config.json");
 
 }  // namespace remat

@@ -1,0 +1,92 @@
+// remat grads: one forward + backward of a model on the first B windows of a token file, for
+// agreement checks against another implementation (bench/check_llama_peer.py). Store-everything,
+// dropout off. Prints one JSON line {"loss": mean cross-entropy over B*T, "tokens": B*T} and writes
+// every parameter's gradient (Hugging Face names, F32) to a .safetensors file.
+#include <cstdio>
+#include <vector>
+
+#include "cli/flags.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "data/dataset.h"
+#include "model/weights.h"
+#include "train/step.h"
+
+namespace remat::cli {
+
+namespace {
+struct GradsFlags {
+  std::string init_from, data, data_format = "auto", out, attention = "naive";
+  int64_t batch = 1, seq = 0, heads = 0;
+  int threads = 0;
+};
+}  // namespace
+
+void add_grads(CLI::App& root) {
+  auto flags = std::make_shared<GradsFlags>();
+  CLI::App* app = root.add_subcommand(
+      "grads", "One forward/backward on the first --batch windows of --data; print the loss, write the gradients");
+  GradsFlags& f = *flags;
+  app->add_option("--init-from", f.init_from, "Weights: a .safetensors file or a Hugging Face model folder (required)");
+  app->add_option("--data", f.data, "Token file (llm.c v1/v2, raw uint16 .bin) or text file (required); row b of the "
+                                    "batch is tokens [b*T, b*T+T), targets shifted by one");
+  app->add_option("--data-format", f.data_format, "How to read --data: auto, text, u16, llmc")->capture_default_str();
+  app->add_option("--batch", f.batch, "B: sequences")->capture_default_str();
+  app->add_option("--seq", f.seq, "T: sequence length (default: the model's block size)");
+  app->add_option("--out", f.out, "Write the gradients (F32, the parameters' names) to this .safetensors file (required)");
+  app->add_option("--attention", f.attention, "Attention kernel: naive or flash")
+      ->check(CLI::IsMember({"naive", "flash"}))
+      ->capture_default_str();
+  app->add_option("--heads", f.heads, "Attention heads of a LLaMA .safetensors file without config.json");
+  app->add_option("--threads", f.threads, "OpenMP threads (default: all cores)");
+  app->callback([flags]() {
+    GradsFlags& f = *flags;
+    const char* usage = "remat grads --init-from MODEL --data TOKENS --batch B --seq T --out GRADS.safetensors";
+    if (f.init_from.empty()) throw Error("cli", "remat grads needs --init-from", usage);
+    if (f.data.empty()) throw Error("cli", "remat grads needs --data", usage);
+    if (f.out.empty()) throw Error("cli", "remat grads needs --out", usage);
+    ModelFlags threads;
+    threads.threads = f.threads;
+    threads.apply_threads();
+    if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 2");
+    check_output_path(f.out, "--out");
+
+    ModelConfig cfg = read_config(f.init_from, f.heads);
+    cfg.dropout = 0;
+    cfg.attention = f.attention == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
+    const int64_t T = f.seq != 0 ? f.seq : cfg.T, B = f.batch;
+    if (T <= 0) throw Error("cli", "--seq must be positive, got " + std::to_string(T), "e.g. --seq 64");
+    if (T > cfg.T)
+      throw Error("config", "--seq " + std::to_string(T) + " is above the " + std::to_string(cfg.T) + " positions of '" +
+                                f.init_from + "'",
+                  "use --seq <= " + std::to_string(cfg.T));
+    check_sizes(cfg, B, T, 8.0);
+
+    const data::TokenDataset ds = data::TokenDataset::load(f.data, data::parse_format(f.data_format));
+    ds.check_vocab(cfg.V);
+    if (ds.size() < size_t(B * T + 1))
+      throw Error("data",
+                  ds.description() + " holds " + std::to_string(ds.size()) + " tokens, fewer than B*T+1 = " +
+                      std::to_string(B * T + 1),
+                  "use a smaller --batch or --seq, or more data");
+    const data::BatchSampler sampler(ds, B, T, 0);
+    std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
+    sampler.sequential(0, inputs.data(), targets.data());
+
+    auto model = make_model(cfg);
+    load_weights(*model, f.init_from);
+    model->zero_grad();
+    StepOptions so;
+    so.schedule = make_schedule(parse_strategy("none", int(cfg.L), false), int(cfg.L));
+    const MicroBatch mb{inputs, targets, B, T};
+    const float loss = forward_backward(*model, mb, double(B * T), StepRng{0, false}, so, nullptr);
+
+    std::vector<std::pair<std::string, const Tensor*>> grads;
+    for (const Param& p : model->params()) grads.emplace_back(p.name, &p.grad);
+    save_safetensors(f.out, grads, {{"format", "pt"}, {"remat.loss", std::to_string(loss)}});
+    std::printf("{\"loss\": %.9g, \"tokens\": %lld}\n", double(loss), (long long)(B * T));
+    std::fflush(stdout);
+  });
+}
+
+}  // namespace remat::cli
