@@ -108,7 +108,9 @@ Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
 Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tensor& wpe, int64_t B, int64_t T,
                  const std::string& name) {
   const int64_t C = wte.dim(1);
-  REMAT_ASSERT(int64_t(tokens.size()) == B * T || shape_only(), "embedding: token count must be B*T");
+  // shape_only() first: a dry run of an absurd --batch/--seq must reach Tensor::empty's overflow
+  // check below, not overflow B * T here (UBSan).
+  REMAT_ASSERT(shape_only() || int64_t(tokens.size()) == B * T, "embedding: token count must be B*T");
   Tensor out = Tensor::empty({B, T, C}, Category::Activation, name);
   if (!shape_only())
     kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), wpe.defined() ? wpe.cspan() : std::span<const float>{},

@@ -54,9 +54,11 @@ std::vector<std::vector<float>> grads(const Net& net, Mode mode, size_t* saved_a
   }
   Tensor x = randn({net.N, net.C}, Category::Activation, "x", 9);
   Tensor y;
+  // Declared outside the recording scope: the nested region's lambda captures `fn` by reference and
+  // is replayed by tape.backward() below, so `fn` must outlive the backward (see checkpoint.h).
+  auto fn = [&net](const Tensor& in) { return net.mlp(in); };
   {
     ag::RecordScope s(rec);
-    auto fn = [&](const Tensor& in) { return net.mlp(in); };
     if (mode == Mode::Plain) y = fn(x);
     if (mode == Mode::Checkpoint) y = checkpoint(fn, x);
     if (mode == Mode::Nested)

@@ -2,7 +2,9 @@
 // stderr captured separately, the exit code or the signal, and a timeout that kills the child.
 // Children run with OMP_NUM_THREADS=1: these tests exercise the command line, not the kernels, and
 // on a busy 2-core machine two OpenMP threads can make a tiny step many times slower. Children also
-// get a 16 GiB address-space limit so that a runaway allocation fails instead of exhausting memory.
+// get a 16 GiB address-space limit so that a runaway allocation fails instead of exhausting memory,
+// except under AddressSanitizer, which reserves terabytes of shadow address space at start-up and
+// cannot run under RLIMIT_AS (scripts/test-sanitize.sh builds the tests and `remat` with it alike).
 #pragma once
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,6 +22,14 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define REMAT_CLI_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REMAT_CLI_TEST_ASAN 1
+#endif
+#endif
 
 namespace remat_cli_test {
 
@@ -57,8 +67,10 @@ inline RunResult run_remat(const std::vector<std::string>& args, const std::stri
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     setenv("OMP_NUM_THREADS", "1", 1);
     // A guard, not a test condition: a size check that fails must not let the child OOM the machine.
+#ifndef REMAT_CLI_TEST_ASAN
     const rlimit as{rlim_t(16) << 30, rlim_t(16) << 30};
     setrlimit(RLIMIT_AS, &as);
+#endif
     std::vector<std::string> all{REMAT_BINARY};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;

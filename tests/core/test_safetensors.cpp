@@ -106,7 +106,9 @@ TEST_F(SafetensorsTest, RoundtripSeveralTensors) {
     expect_begin = e.end;
     std::vector<float> out(size_t(e.numel()), -99.0f);
     r.read_f32(e, out);
-    EXPECT_EQ(0, std::memcmp(out.data(), list[i].second->data(), out.size() * 4)) << e.name;
+    if (!out.empty()) {  // a zero-element tensor: data() may be null, and memcmp's arguments must not be
+      EXPECT_EQ(0, std::memcmp(out.data(), list[i].second->data(), out.size() * 4)) << e.name;
+    }
   }
   EXPECT_EQ(r.find("scalar")->shape, remat::Shape{});
   EXPECT_EQ(r.find("scalar")->numel(), 1);
