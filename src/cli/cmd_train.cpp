@@ -1,15 +1,195 @@
 // remat train: trains a GPT on the built-in corpus (or --data) and prints the memory/compute report.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 #include "cli/flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "model/weights.h"
 #include "train/report.h"
+#include "train/run_state.h"
 
 namespace remat::cli {
 
 namespace {
+
+// Interrupts. The first SIGINT/SIGTERM is recorded in g_stop_signal, which the trainer polls
+// between steps (it finishes the step, saves and returns); a second SIGINT exits at once.
+// SIGINT and SIGTERM are blocked in every thread (the OpenMP and oneDNN threads inherit the mask)
+// and taken by one thread in sigwait(): no handler ever interrupts a kernel. An asynchronous handler
+// corrupted the heap now and then, because its signal frame is written below the stack pointer of
+// the interrupted code, where oneDNN's JIT gemm keeps data. The handler below only serves a thread
+// that existed before the mask was set; it runs on an alternate stack for the same reason.
+std::atomic<int> g_stop_signal{0};
+
+void on_stop(int sig) {
+  if (g_stop_signal.load() != 0 && sig == SIGINT) _exit(130);
+  g_stop_signal.store(sig);
+}
+
+extern "C" void on_stop_signal(int sig) { on_stop(sig); }
+
+void install_signal_handlers() {
+  // Past `ulimit -f`, a write fails with EFBIG (reported as an error) instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
+  static std::vector<char> alt(size_t(1) << 18);
+  stack_t ss{};
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt.size();
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_ONSTACK;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set]() {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) == 0) on_stop(sig);
+    }
+  }).detach();
+}
+
+namespace fs = std::filesystem;
+
+// Outputs checked before training: each is writable (a file is created and removed there), none is
+// a device, FIFO or other non-regular file, none is the training data, and no two are the same path.
+void check_outputs(const TrainOptions& o, const std::string& report_json) {
+  check_output_path(o.save, "--save");
+  check_output_path(o.metrics_out, "--metrics-out");
+  check_output_path(report_json, "--report-json");
+  const bool save_folder = !o.save.empty() && fs::is_directory(o.save);
+  if (!save_folder) probe_output_file(o.save, "--save");
+  probe_output_file(o.metrics_out, "--metrics-out");
+  probe_output_file(report_json, "--report-json");
+  probe_output_dir(o.save_dir, "--save-dir");
+  std::vector<std::pair<std::string, std::string>> outs;
+  for (const auto& [path, flag] : {std::pair{o.save, "--save"}, {o.metrics_out, "--metrics-out"},
+                                   {report_json, "--report-json"}, {o.save_dir, "--save-dir"}})
+    if (!path.empty()) outs.emplace_back(path, flag);
+  auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+    const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec), ec), cb = fs::weakly_canonical(fs::absolute(b, ec), ec);
+    return ca == cb;
+  };
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!o.data.empty() && same(outs[i].first, o.data))
+      throw Error("io", outs[i].second + " '" + outs[i].first + "' is the training data file '" + o.data + "'",
+                  "write " + outs[i].second + " to another path; the data would be overwritten");
+    for (size_t k = i + 1; k < outs.size(); ++k)
+      if (same(outs[i].first, outs[k].first))
+        throw Error("io", outs[i].second + " and " + outs[k].second + " are the same path '" + outs[k].first + "'",
+                    "give each output its own path");
+  }
+}
+
+// --resume: the run's options come from the checkpoint. A flag given on the command line must agree
+// with it (--steps may be raised; strategy and policy flags may change, as they change memory and
+// time but not one bit of the results); the others are taken from the checkpoint.
+void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
+  if (!o.init_from.empty())
+    throw Error("train", "--resume and --init-from cannot be combined",
+                "--resume continues a run with its weights and optimizer state; --init-from starts a new one");
+  const std::string dir = find_checkpoint(o.resume);
+  const RunState st = read_run_state(dir);
+  TrainOptions ck = o;
+  options_from_json(st.options, ck, dir + "/state.json");
+  auto given = [&](const char* name) {
+    const CLI::Option* op = app.get_option_no_throw(name);
+    return op && op->count() > 0;
+  };
+  const ModelConfig asked = mf.config();
+  const ModelConfig& have = ck.model;
+  auto refuse = [&](const std::string& flag, const std::string& value, const std::string& saved) {
+    throw Error("train", flag + " " + value + " contradicts the checkpoint '" + dir + "', which has " + saved,
+                "drop " + flag + " to resume with the checkpoint's value, or start a new run without --resume");
+  };
+  auto num = [](auto v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  auto check = [&](const char* flag, auto a, auto b) {
+    if (given(flag) && a != b) refuse(flag, num(a), num(b));
+  };
+  if (given("--preset")) {  // the preset's own architecture; explicit flags are checked one by one below
+    const ModelConfig p = preset(mf.preset);
+    auto same_or_flag = [&](const char* flag, bool same) { return same || given(flag); };
+    if (!same_or_flag("--arch", p.arch == have.arch) || !same_or_flag("--layers", p.L == have.L) ||
+        !same_or_flag("--channels", p.C == have.C) || !same_or_flag("--heads", p.NH == have.NH) ||
+        !same_or_flag("--kv-heads", p.kv_heads() == have.kv_heads()) || !same_or_flag("--vocab", p.V == have.V))
+      refuse("--preset", mf.preset, have.describe());
+  }
+  check("--arch", std::string(arch_name(asked.arch)), std::string(arch_name(have.arch)));
+  check("--layers", asked.L, have.L);
+  check("--channels", asked.C, have.C);
+  check("--heads", asked.NH, have.NH);
+  check("--kv-heads", asked.kv_heads(), have.kv_heads());
+  check("--hidden", asked.mlp_hidden(), have.mlp_hidden());
+  check("--rope-theta", asked.rope_theta, have.rope_theta);
+  check("--vocab", asked.V, have.V);
+  check("--block-size", asked.T, have.T);
+  check("--seq", mf.seq(asked), ck.seq);
+  check("--dropout", asked.dropout, have.dropout);
+  check("--attention", std::string(autograd::attention_kind_name(asked.attention)),
+        std::string(autograd::attention_kind_name(have.attention)));
+  check("--batch", o.batch, ck.batch);
+  check("--micro-batch", o.micro_batch, ck.micro_batch);
+  check("--lr", o.lr, ck.lr);
+  check("--warmup", o.warmup, ck.warmup);
+  check("--weight-decay", o.weight_decay, ck.weight_decay);
+  check("--clip", o.clip, ck.clip);
+  check("--seed", o.seed, ck.seed);
+  check("--data-format", o.data_format, ck.data_format);
+  if (given("--data")) {
+    std::error_code ec;
+    const bool same = !ck.data.empty() && fs::exists(o.data, ec) && fs::exists(ck.data, ec) && fs::equivalent(o.data, ck.data, ec);
+    if (!same) refuse("--data", "'" + o.data + "'", ck.data.empty() ? "the built-in corpus" : "'" + ck.data + "'");
+  }
+  // Strategy and policy: the command line's when any is given (they are exact), else the checkpoint's.
+  if (given("--recompute") || given("--policy") || given("--save-only") || given("--save-all-but") ||
+      given("--recompute-last") || given("--segment-replay")) {
+    ck.recompute = o.recompute;
+    ck.policy = o.policy;
+    ck.save_only = o.save_only;
+    ck.save_all_but = o.save_all_but;
+    ck.recompute_last = o.recompute_last;
+    ck.replay_internals = o.replay_internals;
+  }
+  // --steps may be raised (the cosine schedule then stretches over the new length from here on).
+  if (given("--steps")) {
+    if (o.steps < st.step)
+      throw Error("train", "--steps " + std::to_string(o.steps) + " is below the checkpoint's step " +
+                               std::to_string(st.step) + " ('" + dir + "')",
+                  "give --steps " + std::to_string(st.step) + " or more to continue");
+    ck.steps = o.steps;
+  }
+  // Checkpoints continue into the checkpoint's save dir, every --save-every (the run's unless given).
+  if (given("--save-every")) ck.save_every = o.save_every;
+  if (given("--keep")) ck.keep = o.keep;
+  ck.save_dir = given("--save-dir") ? o.save_dir : fs::path(dir).lexically_normal().parent_path().string();
+  if (ck.save_dir.empty()) ck.save_dir = ".";
+  ck.resume = dir;
+  o = ck;
+  std::printf("resuming from %s (step %lld of %lld)\n", dir.c_str(), (long long)st.step, (long long)o.steps);
+}
+
 struct TrainFlags {
   ModelFlags model;
   TrainOptions o;
@@ -70,19 +250,35 @@ void add_train(CLI::App& root) {
   app->add_option("--memory-limit", f.memory_limit, "Hard limit on all accounted bytes (e.g. 2GiB)");
   app->add_flag("--no-progress", f.no_progress, "No progress line on stderr");
   app->add_option("--report-json", f.report_json, "Also write the report as JSON to this file");
-  app->callback([flags]() {
+  app->add_option("--save-dir", f.o.save_dir, "Write training checkpoints (weights, AdamW moments, step, options) "
+                                              "into DIR/step-NNNNNN folders: every --save-every steps, at the end "
+                                              "and when interrupted");
+  app->add_option("--save-every", f.o.save_every, "Checkpoint every N steps into --save-dir (0: only at the end)")
+      ->capture_default_str();
+  app->add_option("--keep", f.o.keep, "Checkpoints kept in --save-dir (older ones are deleted once the new one is "
+                                      "complete)")->capture_default_str();
+  app->add_option("--resume", f.o.resume, "Continue a run from its --save-dir (the newest checkpoint) or a "
+                                          "step-NNNNNN folder, bit-identically; model and training flags come "
+                                          "from the checkpoint (--steps may be raised)");
+  app->add_flag("--skip-nonfinite", f.o.skip_nonfinite, "Skip (and count) a step whose loss or gradient norm is "
+                                                        "NaN or infinite instead of stopping the run");
+  app->callback([flags, app]() {
     TrainFlags& f = *flags;
+    install_signal_handlers();  // first: before any thread is created
     f.model.apply_threads();
-    // With --init-from, the architecture and block size come from the file unless flags say otherwise.
-    f.o.model = f.o.init_from.empty() ? f.model.config() : f.model.config_for_file(f.o.init_from);
-    f.o.seq = f.model.seq(f.o.model);
+    if (!f.o.resume.empty()) {
+      merge_resume(*app, f.model, f.o);
+    } else {
+      // With --init-from, the architecture and block size come from the file unless flags say otherwise.
+      f.o.model = f.o.init_from.empty() ? f.model.config() : f.model.config_for_file(f.o.init_from);
+      f.o.seq = f.model.seq(f.o.model);
+    }
     check_sizes(f.o.model, f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch, f.o.seq, 16.0);
     // Fail now, not after the whole run, when an output cannot be written.
-    check_output_path(f.o.save, "--save");
-    check_output_path(f.o.metrics_out, "--metrics-out");
-    check_output_path(f.report_json, "--report-json");
+    check_outputs(f.o, f.report_json);
     if (!f.memory_limit.empty()) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
     f.o.progress = !f.no_progress;
+    f.o.stop = &g_stop_signal;
     Trainer t(f.o);
     std::printf("remat train: %s, %lld params, dropout %.2f, attention %s\n", f.o.model.describe().c_str(),
                 (long long)t.model().num_params(), f.o.model.dropout,
@@ -94,6 +290,19 @@ void add_train(CLI::App& root) {
                 (long long)(f.o.micro_batch ? f.o.micro_batch : f.o.batch), (long long)f.o.seq, (long long)f.o.steps);
     std::fflush(stdout);
     TrainSummary s = t.run();
+    if (s.stopped) {
+      std::string saved;
+      if (!f.o.save.empty()) saved += "weights to " + f.o.save;
+      if (!s.checkpoint.empty()) saved += (saved.empty() ? "" : ", ") + std::string("checkpoint ") + s.checkpoint;
+      std::fflush(stdout);
+      std::fprintf(stderr, "interrupted at step %lld: saved %s\n", (long long)s.steps_done,
+                   saved.empty() ? "nothing (no --save or --save-dir given)" : saved.c_str());
+      std::fflush(nullptr);
+      // Everything is on disk and flushed; skip the destructors of live training state.
+      _exit(g_stop_signal.load() == SIGTERM ? 143 : 130);
+    }
+    if (s.skipped > 0) std::printf("%lld step(s) skipped as non-finite (--skip-nonfinite)\n", (long long)s.skipped);
+    if (!s.checkpoint.empty()) std::printf("checkpoint written to %s\n", s.checkpoint.c_str());
     std::printf("val loss %.4f -> %.4f nats/token; last step %.0f tokens/s\n", s.first_val, s.last_val, s.tokens_per_s);
     if (!s.sample.empty()) std::printf("sample:\n%s\n", s.sample.c_str());
     ReportInput ri{&t.model(), f.o.micro_batch ? f.o.micro_batch : f.o.batch, f.o.seq,

@@ -1,11 +1,14 @@
 #include "core/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 
@@ -36,9 +39,86 @@ std::string hint_for(int err) {
   }
 }
 
+std::string kind_of(mode_t m) {
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISDIR(m)) return "a directory";
+  return "not a regular file";
+}
+
+// `path` with symlinks resolved (the file a write should replace); `path` itself when it is not a link.
+std::string resolve_link(const std::string& path) {
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return path;
+  std::error_code ec;
+  const std::filesystem::path r = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : r.string();
+}
+
+// Removes `<path>.tmp.<pid>` and `<path>.tmp.<pid>.<n>` files whose process no longer exists.
+void remove_stale_temps(const std::string& path) {
+  const std::string dir = dir_of(path);
+  const size_t slash = path.find_last_of('/');
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    long pid = 0;
+    size_t i = prefix.size();
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && pid < 100000000; ++i) pid = pid * 10 + (name[i] - '0');
+    if (i == prefix.size() || pid <= 0) continue;
+    if (i < name.size()) {  // only ".<n>" may follow the pid
+      if (name[i] != '.' || i + 1 == name.size()) continue;
+      bool digits = true;
+      for (size_t k = i + 1; k < name.size(); ++k) digits = digits && name[k] >= '0' && name[k] <= '9';
+      if (!digits) continue;
+    }
+    if (pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) (void)::unlinkat(::dirfd(d), name.c_str(), 0);
+  }
+  ::closedir(d);
+}
+
 }  // namespace
 
-AtomicWriter::AtomicWriter(const std::string& path) : path_(path) {
+void probe_output_file(const std::string& path, const std::string& flag) {
+  if (path.empty()) return;
+  const std::string target = resolve_link(path);
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw Error("io", flag + " '" + path + "' is " + kind_of(st.st_mode) + ", not a regular file",
+                "give the path of a regular file");
+  const std::string dir = dir_of(target);
+  const std::string probe = dir + "/.remat-probe." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error("io", "cannot write " + flag + " '" + path + "': creating a file in '" + dir + "' failed: " +
+                          errno_str(err),
+                hint_for(err).empty() ? "choose a writable location" : hint_for(err));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void probe_output_dir(const std::string& dir, const std::string& flag) {
+  if (dir.empty()) return;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    throw Error("io", flag + " '" + dir + "' is " + kind_of(st.st_mode) + ", not a folder", "give a folder");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw Error("io", "cannot create " + flag + " '" + dir + "': " + ec.message(), "choose a writable location");
+  probe_output_file(dir + "/.remat-probe-file", flag);
+}
+
+AtomicWriter::AtomicWriter(const std::string& requested) : path_(resolve_link(requested)) {
+  const std::string& path = path_;
   if (path.empty()) throw Error("io", "cannot write a file with an empty path", "pass a file name");
   const std::string dir = dir_of(path);
   struct stat st {};
@@ -50,6 +130,10 @@ AtomicWriter::AtomicWriter(const std::string& path) : path_(path) {
   bool target_exists = ::stat(path.c_str(), &st) == 0;
   if (target_exists && S_ISDIR(st.st_mode))
     throw Error("io", "cannot write '" + path + "': it is a directory", "give a file name");
+  if (target_exists && !S_ISREG(st.st_mode))
+    throw Error("io", "cannot write '" + path + "': it is " + kind_of(st.st_mode) + ", not a regular file",
+                "give the path of a regular file");
+  remove_stale_temps(path);
 
   const std::string base = path + ".tmp." + std::to_string(::getpid());
   int fd = -1, err = 0;

@@ -2,6 +2,13 @@
 // old version or the complete new one, never a torn mix: bytes go to `<path>.tmp.<pid>` in the same
 // directory, and commit() flushes, fsyncs, renames over the target and fsyncs the directory.
 // All failures are user errors: remat::Error with the "io" prefix, naming the path and the cause.
+//  - A symlink target is followed: its target file is replaced atomically and the link stays a link.
+//  - An existing target that is not a regular file (a device, FIFO, socket) is refused, never
+//    renamed over.
+//  - Temporary files of the same target left by dead processes (`<path>.tmp.<pid>[.n]` whose pid no
+//    longer exists) are removed when the target is written next.
+//  - Write errors, EFBIG past `ulimit -f` included (when SIGXFSZ is ignored, as remat train does),
+//    are thrown as remat::Error.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +47,13 @@ class AtomicWriter {
   uint64_t written_ = 0;
   bool committed_ = false;
 };
+
+// Checks before any work that `path` can be written as an output named `flag` ("--save"): an
+// existing path must be a regular file (a symlink to one is fine), and a file can be created and
+// removed in its directory. Throws remat::Error("io") with a hint otherwise.
+void probe_output_file(const std::string& path, const std::string& flag);
+// The same for a folder of outputs (--save-dir): created if missing, then probed.
+void probe_output_dir(const std::string& dir, const std::string& flag);
 
 // Atomically replaces `path` with `contents`.
 void write_file_atomic(const std::string& path, std::string_view contents);

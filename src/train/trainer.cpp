@@ -2,9 +2,11 @@
 
 #include <omp.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "kernels/adamw.h"
 #include "model/weights.h"
 #include "planner/planner.h"
+#include "train/run_state.h"
 
 namespace remat {
 
@@ -30,6 +33,9 @@ struct Trainer::Impl {
   int64_t micro = 0, T = 0, accum = 1;
   std::vector<int32_t> inputs, targets;
   std::string data_description;
+  int64_t start_step = 0, skipped = 0;
+  double last_norm = 0;
+  bool last_finite = true;
 
   explicit Impl(const TrainOptions& o) : opt(o), model(make_model(o.model)) {}
 };
@@ -75,6 +81,15 @@ Trainer::Trainer(const TrainOptions& o) {
   non_negative(double(o.eval_every), "--eval-every", "--eval-every 50 (0: only at the end)");
   if (o.eval_batches <= 0)
     throw Error("train", "--eval-batches must be positive, got " + std::to_string(o.eval_batches), "e.g. --eval-batches 8");
+  if (o.save_every < 0)
+    throw Error("train", "--save-every must be >= 0, got " + std::to_string(o.save_every), "e.g. --save-every 100");
+  if (o.save_every > 0 && o.save_dir.empty())
+    throw Error("train", "--save-every needs --save-dir", "e.g. --save-dir runs/a --save-every 100");
+  if (o.keep < 1)
+    throw Error("train", "--keep must be at least 1, got " + std::to_string(o.keep), "e.g. --keep 2");
+  if (!o.resume.empty() && !o.init_from.empty())
+    throw Error("train", "--resume and --init-from cannot be combined",
+                "--resume continues a run with its weights and optimizer state; --init-from starts a new one");
   impl_ = std::make_unique<Impl>(o);
   Impl& s = *impl_;
   std::string strategy_text;
@@ -102,6 +117,35 @@ Trainer::Trainer(const TrainOptions& o) {
   }
   s.inputs.resize(size_t(micro * T));
   s.targets.resize(size_t(micro * T));
+  if (!o.resume.empty()) {
+    // Weights, moments and the step are the whole state: batches (BatchSampler::sample(step * accum
+    // + k)) and dropout masks (step_rng(seed, step, k)) are pure functions of (seed, step), and
+    // AdamW's bias correction takes the absolute step, so restoring the step restores the data
+    // position and every RNG stream. The continuation is bit-identical to an uninterrupted run.
+    const RunState st = read_run_state(find_checkpoint(o.resume));
+    const ModelConfig saved = model_config_from_json(st.options.at("model"), st.dir + "/state.json");
+    if (model_config_to_json(saved) != model_config_to_json(o.model))
+      throw Error("checkpoint", "the checkpoint '" + st.dir + "' holds " + saved.describe() + ", the options ask for " +
+                                    o.model.describe(),
+                  "resume with the checkpoint's model config");
+    if (st.step > o.steps)
+      throw Error("train", "--steps " + std::to_string(o.steps) + " is below the checkpoint's step " +
+                               std::to_string(st.step) + " ('" + st.dir + "')",
+                  "give --steps " + std::to_string(st.step) + " or more to continue");
+    load_checkpoint_tensors(st.dir, *s.model, s.m, s.v);
+    s.start_step = st.step;
+    s.skipped = st.skipped;
+  }
+}
+
+int64_t Trainer::start_step() const { return impl_->start_step; }
+double Trainer::last_grad_norm() const { return impl_->last_norm; }
+bool Trainer::last_step_finite() const { return impl_->last_finite; }
+
+std::string Trainer::save_checkpoint(int64_t step, const std::string& dir) {
+  Impl& s = *impl_;
+  return ::remat::save_checkpoint(dir.empty() ? s.opt.save_dir : dir, step, s.skipped, *s.model, s.m, s.v, s.opt,
+                                  s.opt.keep);
 }
 
 Trainer::~Trainer() = default;
@@ -156,15 +200,17 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
     MicroBatch mb{s.inputs, s.targets, s.micro, s.T};
     loss += forward_backward(*s.model, mb, count, step_rng(o.seed, uint64_t(step), uint64_t(k)), so, measure);
   }
-  // Clip by the global gradient norm, then AdamW.
+  // The global gradient norm (every step: a non-finite one stops or skips the step), then clipping
+  // and AdamW.
   const auto t_opt = std::chrono::steady_clock::now();
-  if (o.clip > 0) {
-    double sq = 0;
-    for (Param& p : s.model->params()) sq += kernels::sum_squares(p.grad.cspan());
-    const double norm = std::sqrt(sq);
-    if (norm > o.clip)
-      for (Param& p : s.model->params()) kernels::scale_inplace(p.grad.span(), float(o.clip / norm));
-  }
+  double sq = 0;
+  for (Param& p : s.model->params()) sq += kernels::sum_squares(p.grad.cspan());
+  const double norm = std::sqrt(sq);
+  s.last_norm = norm;
+  s.last_finite = std::isfinite(loss) && std::isfinite(norm);
+  if (!s.last_finite) return float(loss / double(s.accum));  // weights and moments untouched
+  if (o.clip > 0 && norm > o.clip)
+    for (Param& p : s.model->params()) kernels::scale_inplace(p.grad.span(), float(o.clip / norm));
   const float lr = float(lr_at(step));
   auto& params = s.model->params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -224,23 +270,75 @@ std::string Trainer::sample(int64_t tokens, uint64_t seed) {
   }
   if (s.train_data.byte_level()) return data::decode_bytes(std::span<const int32_t>(ctx).subspan(1));
   std::string ids;  // token ids: remat has no tokenizer for non-byte vocabularies
-  for (size_t i = 1; i < ctx.size(); ++i) ids += (i > 1 ? " " : "") + std::to_string(ctx[i]);
-  return "(token ids) " + ids;
+  for (size_t i = 1; i < ctx.size(); ++i) ids.append(i > 1 ? " " : "").append(std::to_string(ctx[i]));
+  return std::string("(token ids) ").append(ids);
 }
+
+namespace {
+
+// A JSON number, or null (and *nonfinite set) for NaN and infinities, which JSON cannot hold.
+std::string json_num(double v, const char* fmt, bool* nonfinite) {
+  if (!std::isfinite(v)) {
+    *nonfinite = true;
+    return "null";
+  }
+  char b[64];
+  std::snprintf(b, sizeof b, fmt, v);
+  return b;
+}
+
+std::string nonfinite_name(double v) { return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"); }
+
+// --metrics-out: opened once, one JSON line written and flushed per step, so it can be tailed.
+class MetricsFile {
+ public:
+  MetricsFile(const std::string& path, bool append) : path_(path) {
+    if (path.empty()) return;
+    f_ = std::fopen(path.c_str(), append ? "a" : "w");
+    if (!f_) {
+      const int err = errno;
+      throw Error("io", "cannot open --metrics-out '" + path + "': " + std::strerror(err),
+                  "choose a writable location for --metrics-out");
+    }
+  }
+  ~MetricsFile() {
+    if (f_) std::fclose(f_);
+  }
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+  void line(const std::string& l) {
+    if (!f_) return;
+    errno = 0;
+    if (std::fputs((l + "\n").c_str(), f_) < 0 || std::fflush(f_) != 0) {
+      const int err = errno ? errno : EIO;
+      throw Error("io", "writing --metrics-out '" + path_ + "' failed: " + std::strerror(err),
+                  err == EFBIG ? "the file exceeds a size limit (ulimit -f)" : "free some disk space or write it elsewhere");
+    }
+  }
+
+ private:
+  std::string path_;
+  FILE* f_ = nullptr;
+};
+
+}  // namespace
 
 TrainSummary Trainer::run() {
   Impl& s = *impl_;
   const TrainOptions& o = s.opt;
   TrainSummary sum;
-  std::string metrics;
-  auto log = [&](const std::string& line) {
-    if (!o.metrics_out.empty()) metrics += line + "\n";
-  };
+  sum.start_step = s.start_step;
+  MetricsFile metrics(o.metrics_out, s.start_step > 0);
   sum.first_val = validate();
   sum.val_losses.push_back(sum.first_val);
   const double tokens_per_step = double(o.batch * s.T);
   double tok_s = 0;
-  for (int64_t st = 0; st < o.steps; ++st) {
+  int64_t st = s.start_step;
+  for (; st < o.steps; ++st) {
+    if (o.stop && o.stop->load() != 0) {  // polled between steps only: the step before finished whole
+      sum.stopped = true;
+      break;
+    }
     StepMeasure m;
     auto t0 = std::chrono::steady_clock::now();
     float loss = step(st, &m);
@@ -248,39 +346,74 @@ TrainSummary Trainer::run() {
     tok_s = tokens_per_step / dt;
     sum.losses.push_back(loss);
     sum.measure = m;
+    bool nonfinite = false;
+    if (!s.last_finite) {
+      char line[256];
+      std::snprintf(line, sizeof line, "{\"step\": %lld, \"loss\": %s, \"grad_norm\": %s, \"nonfinite\": true%s}",
+                    (long long)(st + 1), json_num(loss, "%.6f", &nonfinite).c_str(),
+                    json_num(s.last_norm, "%.6g", &nonfinite).c_str(), o.skip_nonfinite ? ", \"skipped\": true" : "");
+      metrics.line(line);
+      const bool bad_loss = !std::isfinite(loss);
+      std::string what = bad_loss ? "loss became " : "gradient norm became ";
+      what += nonfinite_name(bad_loss ? double(loss) : s.last_norm);
+      if (!o.skip_nonfinite)
+        throw Error("train", what + " at step " + std::to_string(st + 1) + "; stopped without writing --save or a checkpoint",
+                    "lower --lr, or --skip-nonfinite to skip such steps; --save and the checkpoints keep the last good "
+                    "weights");
+      ++s.skipped;
+      if (!o.quiet)
+        std::fprintf(stderr, "step %lld: %s, update skipped (%lld skipped so far)\n", (long long)(st + 1), what.c_str(),
+                     (long long)s.skipped);
+      if (o.on_step) o.on_step(st, loss);
+      if (o.save_every > 0 && (st + 1) % o.save_every == 0) sum.checkpoint = save_checkpoint(st + 1);
+      continue;
+    }
     std::string val_field;
     const bool eval = o.eval_every > 0 && ((st + 1) % o.eval_every == 0 || st + 1 == o.steps);
     if (eval) {
       float vl = validate();
       sum.val_losses.push_back(vl);
       sum.last_val = vl;
-      char b[64];
-      std::snprintf(b, sizeof b, ", \"val_loss\": %.6f", vl);
-      val_field = b;
+      val_field = ", \"val_loss\": ";
+      val_field += json_num(vl, "%.6f", &nonfinite);
     }
     char line[512];
+    const std::string tps = json_num(tok_s, "%.1f", &nonfinite);
     std::snprintf(line, sizeof line,
-                  "{\"step\": %lld, \"loss\": %.6f%s, \"lr\": %.6g, \"tokens_per_s\": %.1f, \"peak_activation_bytes\": %zu}",
-                  (long long)(st + 1), loss, val_field.c_str(), lr_at(st), tok_s, m.peak_activation);
-    log(line);
+                  "{\"step\": %lld, \"loss\": %.6f%s, \"lr\": %.6g, \"grad_norm\": %.6g, \"tokens_per_s\": %s, "
+                  "\"peak_activation_bytes\": %zu%s}",
+                  (long long)(st + 1), loss, val_field.c_str(), lr_at(st), s.last_norm, tps.c_str(),
+                  m.peak_activation, nonfinite ? ", \"nonfinite\": true" : "");
+    metrics.line(line);
     if (!o.quiet && (!o.progress || !isatty(2)) && eval)
       std::fprintf(stderr, "step %lld/%lld  loss %.4f  val %.4f  %.0f tok/s  activations %s\n", (long long)(st + 1),
                    (long long)o.steps, loss, sum.last_val, tok_s, format_bytes(m.peak_activation).c_str());
     if (!o.quiet && o.progress && isatty(2)) {
+      std::string val_text;
+      if (eval) val_text.append("  val ").append(std::to_string(sum.last_val));
       std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f%s  %.0f tok/s  act %s   ", (long long)(st + 1),
-                   (long long)o.steps, loss, eval ? ("  val " + std::to_string(sum.last_val)).c_str() : "", tok_s,
+                   (long long)o.steps, loss, val_text.c_str(), tok_s,
                    format_bytes(m.peak_activation).c_str());
       if (eval || st + 1 == o.steps) std::fprintf(stderr, "\n");
     }
+    if (o.on_step) o.on_step(st, loss);
+    if (o.save_every > 0 && (st + 1) % o.save_every == 0) sum.checkpoint = save_checkpoint(st + 1);
   }
-  if (o.steps > 0 && sum.val_losses.size() == 1) {
-    sum.last_val = validate();
-    sum.val_losses.push_back(sum.last_val);
+  sum.steps_done = st;
+  sum.skipped = s.skipped;
+  const bool saved_here = o.save_every > 0 && st > s.start_step && st % o.save_every == 0;
+  if (!sum.stopped) {
+    if (st > s.start_step && sum.val_losses.size() == 1) {
+      sum.last_val = validate();
+      sum.val_losses.push_back(sum.last_val);
+    }
+    if (st == s.start_step) sum.last_val = sum.first_val;
+    if (o.sample_tokens > 0) sum.sample = sample(o.sample_tokens, o.seed);
+  } else {
+    sum.last_val = sum.val_losses.back();
   }
-  if (o.steps == 0) sum.last_val = sum.first_val;
   sum.tokens_per_s = tok_s;
-  if (o.sample_tokens > 0) sum.sample = sample(o.sample_tokens, o.seed);
-  if (!o.metrics_out.empty()) write_file_atomic(o.metrics_out, metrics);
+  if (!o.save_dir.empty() && !saved_here) sum.checkpoint = save_checkpoint(st);
   if (!o.save.empty()) save_weights(*s.model, o.save);
   return sum;
 }

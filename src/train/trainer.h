@@ -1,7 +1,9 @@
 // The training loop: data, AdamW with warmup + cosine LR, grad-norm clipping, gradient accumulation
 // over micro-batches, periodic validation, sampling, JSON-lines metrics, and weights on disk.
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +47,18 @@ struct TrainOptions {
   bool progress = true;
   bool quiet = false;
   autograd::OpProfile* profile = nullptr;  // per-op wall time of every step, if set
+
+  // Runs that survive (run_state.h).
+  std::string save_dir;        // checkpoints DIR/step-NNNNNN (every save_every steps, at the end, on a stop)
+  int64_t save_every = 0;      // 0: only at the end (and when stopped)
+  int64_t keep = 2;            // checkpoints kept in save_dir
+  std::string resume;          // a checkpoint folder (find_checkpoint) to continue from
+  bool skip_nonfinite = false; // a step with a non-finite loss or gradient norm is skipped, not fatal
+  // Polled between steps (never inside one): non-zero stops the run after the current step, with its
+  // weights (save) and a checkpoint (save_dir) written. SIGINT/SIGTERM set it (cmd_train).
+  const std::atomic<int>* stop = nullptr;
+  // Called after every finished step (0-based index, mean loss); tests stop a run from here.
+  std::function<void(int64_t step, float loss)> on_step;
 };
 
 struct TrainSummary {
@@ -53,6 +67,11 @@ struct TrainSummary {
   StepMeasure measure;         // of the last step
   double tokens_per_s = 0;
   std::string sample;
+  int64_t start_step = 0;      // > 0 when resumed
+  int64_t steps_done = 0;      // the step the run stopped at (== steps unless stopped)
+  int64_t skipped = 0;         // steps skipped as non-finite (--skip-nonfinite), this run and before
+  bool stopped = false;        // stopped early by *stop
+  std::string checkpoint;      // the last checkpoint written, or ""
 };
 
 class Trainer {
@@ -65,8 +84,16 @@ class Trainer {
   float validate();
   // Greedy-free sampling: temperature 1 with a fixed seed, byte-level text.
   std::string sample(int64_t tokens, uint64_t seed);
-  // One optimizer step (all micro-batches); returns the mean loss.
+  // One optimizer step (all micro-batches); returns the mean loss. The global gradient norm is
+  // computed every step (before clipping); when it or the loss is not finite, the update is not
+  // applied (weights and moments untouched) and last_step_finite() is false.
   float step(int64_t step, StepMeasure* m);
+  double last_grad_norm() const;
+  bool last_step_finite() const;
+  // The first step run() runs: the checkpoint's step when resumed, else 0.
+  int64_t start_step() const;
+  // Writes a checkpoint of the current state, `step` steps done, into opt.save_dir (or `dir`).
+  std::string save_checkpoint(int64_t step, const std::string& dir = "");
   double lr_at(int64_t step) const;
   const StrategySpec& strategy() const;
   // What the data loader found: "llm.c v2 token file 'x.bin' (1,234 uint32 tokens)", ...

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,4 +173,63 @@ TEST_F(AtomicFileTest, ReadFileErrors) {
   EXPECT_EQ(remat::regular_file_size(p("seven")), 7u);
   msg = error_of([&] { remat::regular_file_size(p("none"), "checkpoint"); });
   EXPECT_NE(msg.find("checkpoint '"), std::string::npos) << msg;
+}
+
+// ---- outputs that must not be destroyed, stale temporaries ----
+
+TEST_F(AtomicFileTest, SymlinkTargetIsReplacedAndTheLinkStays) {
+  remat::write_file_atomic(p("real.txt"), "old");
+  fs::create_symlink("real.txt", dir_ / "link.txt");
+  remat::write_file_atomic(p("link.txt"), "new");
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link.txt"));
+  EXPECT_EQ(remat::read_file(p("real.txt")), "new");
+  EXPECT_EQ(listing(), (std::vector<std::string>{"link.txt", "real.txt"}));
+}
+
+TEST_F(AtomicFileTest, NonRegularTargetsAreRefused) {
+  ASSERT_EQ(::mkfifo(p("fifo").c_str(), 0600), 0);
+  std::string msg = error_of([&] { remat::write_file_atomic(p("fifo"), "x"); });
+  EXPECT_NE(msg.find("a FIFO, not a regular file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("hint:"), std::string::npos) << msg;
+  msg = error_of([&] { remat::probe_output_file(p("fifo"), "--save"); });
+  EXPECT_NE(msg.find("--save"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("FIFO"), std::string::npos) << msg;
+  msg = error_of([&] { remat::probe_output_file("/dev/null", "--metrics-out"); });
+  EXPECT_NE(msg.find("character device"), std::string::npos) << msg;
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device must survive";
+  EXPECT_EQ(listing(), std::vector<std::string>{"fifo"});
+}
+
+TEST_F(AtomicFileTest, ProbeCreatesAndRemovesAFile) {
+  remat::probe_output_file(p("out.json"), "--report-json");
+  EXPECT_TRUE(listing().empty());
+  std::string msg = error_of([&] { remat::probe_output_file(p("missing/out.json"), "--report-json"); });
+  EXPECT_NE(msg.find("--report-json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
+  remat::probe_output_dir(p("ck/a"), "--save-dir");
+  EXPECT_TRUE(fs::is_directory(dir_ / "ck/a"));
+  EXPECT_TRUE(fs::is_empty(dir_ / "ck/a"));
+  remat::write_file_atomic(p("file"), "x");
+  msg = error_of([&] { remat::probe_output_dir(p("file"), "--save-dir"); });
+  EXPECT_NE(msg.find("--save-dir"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a folder"), std::string::npos) << msg;
+}
+
+TEST_F(AtomicFileTest, StaleTempFilesOfDeadProcessesAreRemoved) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // reaped: its pid no longer exists
+  const std::string dead = std::to_string(child), alive = std::to_string(::getppid());
+  for (const std::string& n : {"w.bin.tmp." + dead, "w.bin.tmp." + dead + ".3", "w.bin.tmp." + alive,
+                               "other.bin.tmp." + dead, std::string("w.bin.tmp.notapid")})
+    remat::write_file_atomic(p(n), "junk");
+  remat::write_file_atomic(p("w.bin"), "data");
+  EXPECT_EQ(remat::read_file(p("w.bin")), "data");
+  std::vector<std::string> want{"other.bin.tmp." + dead, "w.bin", "w.bin.tmp." + alive, "w.bin.tmp.notapid"};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(listing(), want);
 }

@@ -1,0 +1,277 @@
+// Runs that survive, through the command line: SIGINT / SIGTERM finish the step, save and exit 130 /
+// 143, and a resumed run ends bit-identical to an uninterrupted one; outputs are checked before
+// training (devices, FIFOs, the data file, two outputs on one path, symlinks followed); divergence
+// stops with the step named, or is skipped; a write past `ulimit -f` is an error, not a silent kill;
+// --resume refuses flags that contradict the checkpoint.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "run.h"
+
+namespace {
+
+using namespace remat_cli_test;
+
+// The one-line user-error contract of the CLI (see test_errors.cpp), with needles.
+void expect_user_error(const RunResult& r, const std::vector<std::string>& needles) {
+  SCOPED_TRACE(r.describe());
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.exit_code, 1);
+  const auto lines = split_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << "stderr must be exactly one line";
+  EXPECT_EQ(lines[0].rfind("remat: [", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("(hint: "), std::string::npos) << lines[0];
+  for (const auto& n : needles) EXPECT_NE(lines[0].find(n), std::string::npos) << "missing '" << n << "' in " << lines[0];
+  EXPECT_EQ(r.out.find("step 1"), std::string::npos) << "refused before training";
+}
+
+RunResult train(std::vector<std::string> extra, const std::string& cwd = "") {
+  return run_remat(tiny_train(std::move(extra)), cwd);
+}
+
+// `remat args...` started in the background; signal() it once a file has a line, then finish().
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& args, rlim_t fsize_limit = 0) {
+    int po[2], pe[2];
+    if (pipe(po) != 0 || pipe(pe) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(po[1], 1);
+      dup2(pe[1], 2);
+      close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
+      setenv("OMP_NUM_THREADS", "1", 1);
+      if (fsize_limit) {
+        const rlimit l{fsize_limit, fsize_limit};
+        setrlimit(RLIMIT_FSIZE, &l);
+      }
+      std::vector<std::string> all{REMAT_BINARY};
+      all.insert(all.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (auto& a : all) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(REMAT_BINARY, argv.data());
+      _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    fds_[0] = po[0];
+    fds_[1] = pe[0];
+  }
+  // Waits until `path` holds at least `lines` lines (true) or the child has exited / 60 s passed.
+  bool wait_for_lines(const std::string& path, size_t lines) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < end) {
+      if (split_lines(slurp(path)).size() >= lines) return true;
+      drain(10);
+    }
+    return false;
+  }
+  void signal(int sig) { kill(pid_, sig); }
+  RunResult finish() {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while ((fds_[0] >= 0 || fds_[1] >= 0) && std::chrono::steady_clock::now() < end) drain(100);
+    if (fds_[0] >= 0 || fds_[1] >= 0) {
+      r_.timed_out = true;
+      kill(pid_, SIGKILL);
+    }
+    for (int& f : fds_)
+      if (f >= 0) close(f), f = -1;
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    if (WIFEXITED(status)) r_.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r_.signal = WTERMSIG(status);
+    return r_;
+  }
+
+ private:
+  void drain(int ms) {
+    pollfd p[2] = {{fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
+    if (poll(p, 2, ms) <= 0) return;
+    std::string* bufs[2] = {&r_.out, &r_.err};
+    for (int i = 0; i < 2; ++i) {
+      if (fds_[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      const ssize_t n = read(fds_[i], buf, sizeof buf);
+      if (n > 0) {
+        bufs[i]->append(buf, size_t(n));
+      } else {
+        close(fds_[i]);
+        fds_[i] = -1;
+      }
+    }
+  }
+  pid_t pid_ = -1;
+  int fds_[2] = {-1, -1};
+  RunResult r_;
+};
+
+const std::vector<std::string> kRun = {"--steps", "60", "--dropout", "0.1", "--recompute", "block", "--policy",
+                                       "selective", "--batch", "4", "--micro-batch", "2", "--seq", "32"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST(CliRobust, SigintSavesAndResumeIsBitIdentical) {
+  TempDir d;
+  const auto full = train(with(kRun, {"--save", d / "full.safetensors", "--metrics-out", d / "full.jsonl"}));
+  ASSERT_EQ(full.exit_code, 0) << full.describe();
+
+  Child c(tiny_train(with(kRun, {"--save-dir", d / "ck", "--save-every", "5", "--metrics-out", d / "m.jsonl",
+                                 "--save", d / "part.safetensors"})));
+  ASSERT_TRUE(c.wait_for_lines(d / "m.jsonl", 1));
+  c.signal(SIGINT);
+  const RunResult r = c.finish();
+  ASSERT_EQ(r.exit_code, 130) << r.describe();
+  EXPECT_NE(r.err.find("interrupted at step "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("saved weights to " + d / "part.safetensors"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("checkpoint " + d / "ck/step-"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(d / "part.safetensors"));
+  const size_t done = split_lines(slurp(d / "m.jsonl")).size();
+  ASSERT_LT(done, 60u) << "the run ended before the signal: the test is vacuous";
+  EXPECT_NE(r.err.find("interrupted at step " + std::to_string(done) + ":"), std::string::npos) << r.err;
+
+  // Resume from the save dir with only the tiny defaults on the command line.
+  const auto res = train({"--resume", d / "ck", "--save", d / "resumed.safetensors", "--metrics-out", d / "m.jsonl"});
+  ASSERT_EQ(res.exit_code, 0) << res.describe();
+  EXPECT_NE(res.out.find("resuming from"), std::string::npos);
+  EXPECT_EQ(slurp(d / "resumed.safetensors"), slurp(d / "full.safetensors")) << "final weights differ";
+  // The metrics file continues where it stopped: the losses match the uninterrupted run line by line.
+  const auto a = split_lines(slurp(d / "full.jsonl")), b = split_lines(slurp(d / "m.jsonl"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(nlohmann::json::parse(a[i]).at("loss"), nlohmann::json::parse(b[i]).at("loss")) << "line " << i;
+}
+
+TEST(CliRobust, SigtermExits143AndSecondSigintExitsAtOnce) {
+  TempDir d;
+  {
+    Child c(tiny_train({"--steps", "100000", "--metrics-out", d / "m.jsonl"}));
+    ASSERT_TRUE(c.wait_for_lines(d / "m.jsonl", 1));
+    c.signal(SIGTERM);
+    const RunResult r = c.finish();
+    EXPECT_EQ(r.exit_code, 143) << r.describe();
+    EXPECT_NE(r.err.find("interrupted at step"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("saved nothing"), std::string::npos) << r.err;
+  }
+  {
+    Child c(tiny_train({"--steps", "100000", "--metrics-out", d / "m2.jsonl"}));
+    ASSERT_TRUE(c.wait_for_lines(d / "m2.jsonl", 1));
+    c.signal(SIGINT);
+    c.signal(SIGINT);
+    const RunResult r = c.finish();
+    EXPECT_EQ(r.signal, 0);
+    EXPECT_EQ(r.exit_code, 130) << r.describe();
+  }
+}
+
+TEST(CliRobust, WritePastFileSizeLimitIsAnError) {
+  TempDir d;
+  Child c(tiny_train({"--steps", "1", "--save", d / "w.safetensors"}), 64 * 1024);
+  const RunResult r = c.finish();
+  SCOPED_TRACE(r.describe());
+  EXPECT_EQ(r.signal, 0) << "SIGXFSZ must not kill the run";
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("[io]"), std::string::npos);
+  EXPECT_NE(r.err.find("File too large"), std::string::npos);
+  EXPECT_NE(r.err.find("ulimit -f"), std::string::npos);
+  EXPECT_FALSE(fs::exists(d / "w.safetensors"));
+}
+
+TEST(CliRobust, OutputsCheckedBeforeTraining) {
+  TempDir d;
+  ASSERT_EQ(mkfifo((d / "fifo").c_str(), 0600), 0);
+  expect_user_error(train({"--steps", "1", "--save", d / "fifo"}), {"--save", "a FIFO, not a regular file"});
+  expect_user_error(train({"--steps", "1", "--metrics-out", "/dev/null"}), {"--metrics-out", "character device"});
+  expect_user_error(train({"--steps", "1", "--report-json", "/dev/full"}), {"--report-json", "character device"});
+  expect_user_error(train({"--steps", "1", "--save", d / "x.safetensors", "--metrics-out", d / "x.safetensors"}),
+                    {"--save and --metrics-out are the same path"});
+  expect_user_error(train({"--steps", "1", "--metrics-out", d / "a.json", "--report-json", d.path() + "/./a.json"}),
+                    {"--metrics-out and --report-json are the same path"});
+  const std::string data = d.write("corpus.txt", std::string(5000, 'a'));
+  expect_user_error(train({"--steps", "1", "--data", data, "--metrics-out", data}),
+                    {"--metrics-out", "is the training data file"});
+  EXPECT_EQ(slurp(data), std::string(5000, 'a'));
+  fs::create_symlink(data, d / "data-link.txt");
+  expect_user_error(train({"--steps", "1", "--data", data, "--save", d / "data-link.txt"}),
+                    {"--save", "is the training data file"});
+  const std::string file = d.write("plain", "x");
+  expect_user_error(train({"--steps", "1", "--save-dir", file}), {"--save-dir", "not a folder"});
+  expect_user_error(train({"--steps", "1", "--save", d / "no/such/dir/w.safetensors"}), {"does not exist"});
+  if (geteuid() != 0) {
+    fs::create_directories(d / "ro");
+    chmod((d / "ro").c_str(), 0500);
+    expect_user_error(train({"--steps", "1", "--metrics-out", d / "ro/m.jsonl"}), {"--metrics-out", "Permission denied"});
+    chmod((d / "ro").c_str(), 0700);
+  }
+  // Nothing was created by the refused runs.
+  EXPECT_EQ(d.listing(), (std::vector<std::string>{"corpus.txt", "data-link.txt", "fifo", "plain"}));
+}
+
+TEST(CliRobust, SymlinkOutputWritesItsTarget) {
+  TempDir d;
+  d.write("real.safetensors", "old");
+  fs::create_symlink(d / "real.safetensors", d / "link.safetensors");
+  const auto r = train({"--steps", "1", "--save", d / "link.safetensors"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_TRUE(fs::is_symlink(d / "link.safetensors"));
+  EXPECT_GT(fs::file_size(d / "real.safetensors"), 1000u);
+}
+
+TEST(CliRobust, DivergenceStopsNamingTheStep) {
+  TempDir d;
+  const std::vector<std::string> bad{"--lr", "1e4", "--warmup", "0", "--clip", "0"};
+  const auto r = train(with(bad, {"--steps", "40", "--save", d / "w.safetensors", "--metrics-out", d / "m.jsonl"}));
+  SCOPED_TRACE(r.describe());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(" became nan at step "), std::string::npos);
+  EXPECT_NE(r.err.find("--skip-nonfinite"), std::string::npos);
+  EXPECT_EQ(split_lines(r.err).size(), 1u);
+  EXPECT_FALSE(fs::exists(d / "w.safetensors"));
+  const auto lines = split_lines(slurp(d / "m.jsonl"));
+  ASSERT_FALSE(lines.empty());
+  for (const auto& l : lines) EXPECT_TRUE(nlohmann::json::accept(l)) << l;
+  EXPECT_NE(lines.back().find("\"loss\": null"), std::string::npos) << lines.back();
+  EXPECT_NE(lines.back().find("\"nonfinite\": true"), std::string::npos) << lines.back();
+
+  const auto s = train(with(bad, {"--steps", "12", "--skip-nonfinite", "--save", d / "w.safetensors"}));
+  EXPECT_EQ(s.exit_code, 0) << s.describe();
+  EXPECT_NE(s.err.find("update skipped"), std::string::npos) << s.err;
+  EXPECT_NE(s.out.find("skipped as non-finite"), std::string::npos) << s.out;
+  EXPECT_TRUE(fs::exists(d / "w.safetensors"));
+}
+
+TEST(CliRobust, ResumeFlagErrors) {
+  TempDir d;
+  const auto first = train({"--steps", "2", "--save-dir", d / "ck", "--seq", "32"});
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+  EXPECT_NE(first.out.find("checkpoint written to " + d / "ck/step-000002"), std::string::npos) << first.out;
+  expect_user_error(train({"--resume", d / "ck", "--layers", "3"}), {"--layers 3 contradicts the checkpoint", "has 2"});
+  expect_user_error(train({"--resume", d / "ck", "--seq", "16"}), {"--seq 16 contradicts"});
+  expect_user_error(train({"--resume", d / "ck", "--lr", "0.5"}), {"--lr 0.5 contradicts"});
+  expect_user_error(train({"--resume", d / "ck", "--seed", "3"}), {"--seed 3 contradicts"});
+  expect_user_error(run_remat({"train", "--resume", d / "ck", "--preset", "small", "--no-progress"}),
+                    {"--preset small contradicts"});
+  expect_user_error(train({"--resume", d / "ck", "--data", d.write("t.txt", std::string(3000, 'b'))}),
+                    {"--data", "contradicts", "built-in corpus"});
+  expect_user_error(train({"--resume", d / "ck", "--steps", "1"}), {"below the checkpoint's step 2"});
+  expect_user_error(train({"--resume", d / "nope"}), {"--resume", "not a folder"});
+  fs::create_directories(d / "empty");
+  expect_user_error(train({"--resume", d / "empty"}), {"no checkpoint in"});
+  expect_user_error(train({"--resume", d / "ck", "--init-from", d / "ck/step-000002/weights.safetensors"}),
+                    {"--resume and --init-from"});
+  expect_user_error(train({"--steps", "1", "--save-every", "2"}), {"--save-every needs --save-dir"});
+  expect_user_error(train({"--steps", "1", "--save-dir", d / "k", "--keep", "0"}), {"--keep must be at least 1"});
+  // Raising --steps and changing the strategy are allowed; checkpoints continue in the same folder.
+  const auto more = train({"--resume", d / "ck", "--steps", "3", "--recompute", "all"});
+  EXPECT_EQ(more.exit_code, 0) << more.describe();
+  EXPECT_NE(more.out.find("strategy all"), std::string::npos) << more.out;
+  EXPECT_TRUE(fs::exists(d / "ck/step-000003/state.json"));
+}
