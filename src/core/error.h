@@ -17,6 +17,35 @@ class Error : public std::runtime_error {
       : std::runtime_error("[" + component + "] " + what + (hint.empty() ? "" : " (hint: " + hint + ")")) {}
 };
 
+// Untrusted text (a tensor name, a key, a JSON token) for a one-line message: control bytes escaped
+// as \xNN (with ascii_only, bytes >= 0x80 too), cut after `limit` bytes on a UTF-8 boundary.
+inline std::string printable(const std::string& s, size_t limit = 80, bool ascii_only = false) {
+  std::string out;
+  size_t n = 0;
+  for (unsigned char c : s) {
+    if (++n > limit && (ascii_only || (c & 0xC0) != 0x80)) {
+      out += "...";
+      break;
+    }
+    if (c < 0x20 || c == 0x7f || (ascii_only && c >= 0x80)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+// printable(s) in single quotes.
+// (Appends, not "'" + std::string: GCC 12 warns -Wrestrict on the latter, a known false positive.)
+inline std::string quote_name(const std::string& s) {
+  std::string out(1, '\'');
+  out += printable(s);
+  out += '\'';
+  return out;
+}
+
 [[noreturn]] inline void assert_fail(const char* cond, const char* msg, const char* file, int line) {
   std::fprintf(stderr, "remat: internal error at %s:%d: %s (%s)\n", file, line, msg, cond);
   std::abort();

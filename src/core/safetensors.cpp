@@ -27,32 +27,10 @@ namespace {
 
 constexpr uint64_t kMaxHeader = 100ull << 20;  // the reference implementation's limit
 constexpr const char* kC = "safetensors";
-
-// Untrusted text (a tensor name, a metadata key, a JSON token) for a one-line message: control
-// bytes escaped as \xNN, cut after `limit` bytes on a UTF-8 character boundary.
-// With ascii_only, bytes >= 0x80 are escaped too (a parser's "last read" may cut or be invalid UTF-8).
-std::string escaped(const std::string& s, size_t limit = 80, bool ascii_only = false) {
-  std::string out;
-  size_t n = 0;
-  for (unsigned char c : s) {
-    if (++n > limit && (ascii_only || (c & 0xC0) != 0x80)) {
-      out += "...";
-      break;
-    }
-    if (c < 0x20 || c == 0x7f || (ascii_only && c >= 0x80)) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
 // (Appends, not "'" + std::string: GCC 12 warns -Wrestrict on the latter, a known false positive.)
 std::string wrap(char q, const std::string& s) {
   std::string out(1, q);
-  out += escaped(s);
+  out += printable(s);
   out += q;
   return out;
 }
@@ -71,7 +49,7 @@ std::string json_error_detail(const std::exception& e) {
     size_t c = s.find(": ");
     if (c != std::string::npos) s = s.substr(c + 2);
   }
-  return escaped(s, 160, true);
+  return printable(s, 160, true);
 }
 
 }  // namespace
@@ -210,18 +188,18 @@ class HeaderSax {
       case At::Top: return fail("header is not a JSON object");
       case At::Root:
         return is_meta_ ? fail("\"__metadata__\" is not an object") : fail(t() + ": header entry is not an object");
-      case At::Meta: return fail("metadata value of " + dq(key_) + " is not a string (got " + escaped(what, 40) + ")");
+      case At::Meta: return fail("metadata value of " + dq(key_) + " is not a string (got " + printable(what, 40) + ")");
       case At::Entry:
         switch (next_) {
-          case Next::Dtype: return fail(t() + ": \"dtype\" is not a string (got " + escaped(what, 40) + ")");
-          case Next::Shape: return fail(t() + ": \"shape\" is not an array (got " + escaped(what, 40) + ")");
-          case Next::Offsets: return fail(t() + ": \"data_offsets\" must be [begin, end], got " + escaped(what, 40));
+          case Next::Dtype: return fail(t() + ": \"dtype\" is not a string (got " + printable(what, 40) + ")");
+          case Next::Shape: return fail(t() + ": \"shape\" is not an array (got " + printable(what, 40) + ")");
+          case Next::Offsets: return fail(t() + ": \"data_offsets\" must be [begin, end], got " + printable(what, 40));
           default: return true;  // an unknown field's value
         }
       case At::Shape:
-        return fail(t() + ": \"shape\" must hold non-negative integers, got " + escaped(what, 40));
+        return fail(t() + ": \"shape\" must hold non-negative integers, got " + printable(what, 40));
       case At::Offsets:
-        return fail(t() + ": \"data_offsets\" must be [begin, end] of unsigned integers, got " + escaped(what, 40));
+        return fail(t() + ": \"data_offsets\" must be [begin, end] of unsigned integers, got " + printable(what, 40));
     }
     return false;
   }

@@ -25,33 +25,6 @@ const std::string kResave = "the folder mixes files of different saves or downlo
 
 std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
-// Untrusted text for a one-line message: control bytes (with ascii_only, also bytes >= 0x80)
-// escaped as \xNN, cut after `limit` bytes.
-std::string clean(const std::string& s, size_t limit = 80, bool ascii_only = false) {
-  std::string out;
-  size_t n = 0;
-  for (unsigned char c : s) {
-    if (++n > limit && (ascii_only || (c & 0xC0) != 0x80)) {
-      out += "...";
-      break;
-    }
-    if (c < 0x20 || c == 0x7f || (ascii_only && c >= 0x80)) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
-std::string q(const std::string& s) {
-  std::string out(1, '\'');
-  out += clean(s);
-  out += '\'';
-  return out;
-}
-
 enum class Kind { Missing, File, Dir, Other };
 Kind kind_of(const std::string& path) {
   struct stat st {};
@@ -83,9 +56,9 @@ nlohmann::json parse_json_file(const std::string& file, const std::string& what,
     if (size_t c = s.find(": "); s.rfind("parse error", 0) == 0 && c != std::string::npos) s = s.substr(c + 2);
     std::string where;
     if (const auto* pe = dynamic_cast<const nlohmann::json::parse_error*>(&e)) where = " at byte " + std::to_string(pe->byte);
-    throw Error(kC, what + " '" + file + "' is not valid JSON" + where + ": " + clean(s, 160, true), hint);
+    throw Error(kC, what + " '" + file + "' is not valid JSON" + where + ": " + printable(s, 160, true), hint);
   }
-  if (!dup.empty()) throw Error(kC, what + " '" + file + "' repeats the key " + q(dup) + " in one object", hint);
+  if (!dup.empty()) throw Error(kC, what + " '" + file + "' repeats the key " + quote_name(dup) + " in one object", hint);
   return j;
 }
 
@@ -139,27 +112,27 @@ TensorStore::TensorStore(const std::string& path) : path_(path) {
   std::set<std::string> shards;
   for (auto it = wm.begin(); it != wm.end(); ++it) {
     if (!it->is_string())
-      throw Error(kC, "index '" + index + "' maps tensor " + q(it.key()) + " to a non-string", bad_index);
+      throw Error(kC, "index '" + index + "' maps tensor " + quote_name(it.key()) + " to a non-string", bad_index);
     const std::string& s = it->get_ref<const std::string&>();
     if (!plain_file_name(s))
-      throw Error(kC, "index '" + index + "' maps tensor " + q(it.key()) + " to " + q(s) + ", which is not a file name",
+      throw Error(kC, "index '" + index + "' maps tensor " + quote_name(it.key()) + " to " + quote_name(s) + ", which is not a file name",
                   bad_index);
     shards.insert(s);
   }
   for (const std::string& s : shards) {
     const std::string file = join(path, s);
     if (kind_of(file) != Kind::File)
-      throw Error(kC, "the index names " + q(s) + ", which is not in '" + path + "'",
+      throw Error(kC, "the index names " + quote_name(s) + ", which is not in '" + path + "'",
                   "the download is incomplete: fetch the missing shard");
     files_.push_back(std::make_unique<SafetensorsReader>(file));
     const SafetensorsReader* r = files_.back().get();
     for (const SafetensorsEntry& e : r->entries()) {
       if (!wm.contains(e.name))
-        throw Error(kC, "shard '" + file + "' holds tensor " + q(e.name) + ", which the index '" + index + "' does not list",
+        throw Error(kC, "shard '" + file + "' holds tensor " + quote_name(e.name) + ", which the index '" + index + "' does not list",
                     kResave);
       auto [at, inserted] = tensors_.emplace(e.name, Loc{r, &e});
       if (!inserted)
-        throw Error(kC, "tensor " + q(e.name) + " is in two shards of '" + path + "': '" + at->second.file->path() +
+        throw Error(kC, "tensor " + quote_name(e.name) + " is in two shards of '" + path + "': '" + at->second.file->path() +
                             "' and '" + file + "'",
                     kResave);
     }
@@ -168,10 +141,10 @@ TensorStore::TensorStore(const std::string& path) : path_(path) {
     const std::string& s = it->get_ref<const std::string&>();
     auto t = tensors_.find(it.key());
     if (t == tensors_.end())
-      throw Error(kC, "the index '" + index + "' maps tensor " + q(it.key()) + " to " + q(s) + ", which does not hold it",
+      throw Error(kC, "the index '" + index + "' maps tensor " + quote_name(it.key()) + " to " + quote_name(s) + ", which does not hold it",
                   kResave);
     if (t->second.file->path() != join(path, s))
-      throw Error(kC, "the index '" + index + "' maps tensor " + q(it.key()) + " to " + q(s) + ", but it is in '" +
+      throw Error(kC, "the index '" + index + "' maps tensor " + quote_name(it.key()) + " to " + quote_name(s) + ", but it is in '" +
                           t->second.file->path() + "'",
                   kResave);
   }
@@ -199,7 +172,7 @@ const SafetensorsEntry* TensorStore::find(const std::string& name) const {
 const TensorStore::Loc& TensorStore::loc(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end())
-    throw Error(kC, "'" + path_ + "' has no tensor named " + q(name) + " (it has " + std::to_string(tensors_.size()) +
+    throw Error(kC, "'" + path_ + "' has no tensor named " + quote_name(name) + " (it has " + std::to_string(tensors_.size()) +
                         " tensors)",
                 "is the checkpoint for this model?");
   return it->second;

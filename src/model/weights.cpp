@@ -28,31 +28,6 @@ using nlohmann::json;
 const char* kKnown = "remat knows gpt2 (GPT2LMHeadModel) and llama (LlamaForCausalLM)";
 const std::string kMixed = "config.json and the weights are from different models; re-download the folder or fix config.json";
 
-// Untrusted text for a one-line message: control bytes escaped, cut after 80 bytes.
-std::string clean(const std::string& s) {
-  std::string out;
-  for (unsigned char ch : s) {
-    if (out.size() >= 80) {
-      out += "...";
-      break;
-    }
-    if (ch < 0x20 || ch == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
-      out += buf;
-    } else {
-      out += char(ch);
-    }
-  }
-  return out;
-}
-std::string q(const std::string& s) {
-  std::string out(1, '\'');
-  out += clean(s);
-  out += '\'';
-  return out;
-}
-
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
@@ -109,7 +84,7 @@ std::map<std::string, std::string> tensor_map(const TensorStore& s, Arch a) {
     if (ignorable(a, n)) continue;
     auto [it, inserted] = m.emplace(n, raw);
     if (!inserted)
-      throw Error("weights", "'" + s.path() + "' holds " + q(n) + " twice, as " + q(it->second) + " and " + q(raw),
+      throw Error("weights", "'" + s.path() + "' holds " + quote_name(n) + " twice, as " + quote_name(it->second) + " and " + quote_name(raw),
                   "the checkpoint mixes two naming schemes; re-save it");
   }
   return m;
@@ -131,7 +106,7 @@ std::string jtext(const json& v) {
   } catch (const json::exception&) {
     s = "(not UTF-8)";
   }
-  return clean(s);
+  return printable(s);
 }
 
 // A positive integer field; `dflt` when absent or null (required when dflt is nullopt).
@@ -197,7 +172,7 @@ int64_t meta_int(const std::map<std::string, std::string>& m, const std::string&
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty())
-    throw Error("weights", "metadata " + q(key) + " of '" + path + "' is " + q(s) + ", not an integer",
+    throw Error("weights", "metadata " + quote_name(key) + " of '" + path + "' is " + quote_name(s) + ", not an integer",
                 "the file is corrupt; re-save it");
   return v;
 }
@@ -210,7 +185,7 @@ float meta_float(const std::map<std::string, std::string>& m, const std::string&
   char* end = nullptr;
   const double d = s.empty() ? NAN : std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(d) || !(d > 0))
-    throw Error("weights", "metadata " + q(key) + " of '" + path + "' is " + q(s) + ", not a positive number",
+    throw Error("weights", "metadata " + quote_name(key) + " of '" + path + "' is " + quote_name(s) + ", not a positive number",
                 "the file is corrupt; re-save it");
   return float(d);
 }
@@ -221,11 +196,11 @@ const SafetensorsEntry& need(const TensorStore& s, const std::map<std::string, s
                              size_t rank) {
   auto it = m.find(name);
   if (it == m.end())
-    throw Error("weights", "'" + s.path() + "' has no tensor " + q(name) + ", so its model cannot be inferred",
+    throw Error("weights", "'" + s.path() + "' has no tensor " + quote_name(name) + ", so its model cannot be inferred",
                 "give a complete checkpoint, or a Hugging Face folder with its config.json");
   const SafetensorsEntry& e = s.at(it->second);
   if (e.shape.size() != rank)
-    throw Error("weights", "tensor " + q(name) + " in '" + s.path() + "' has shape " + shape_str(e.shape) + ", not " +
+    throw Error("weights", "tensor " + quote_name(name) + " in '" + s.path() + "' has shape " + shape_str(e.shape) + ", not " +
                                std::to_string(rank) + "-D",
                 "is it a GPT-2 or LLaMA checkpoint?");
   return e;
@@ -302,12 +277,12 @@ void check_against(const ModelConfig& c, const TensorStore& s, const std::string
     if (it == m.end())
       throw Error("weights",
                   "'" + cfg_file + "' describes " + c.describe() + " but the weights in '" + s.path() +
-                      "' have no tensor " + q(p.name),
+                      "' have no tensor " + quote_name(p.name),
                   kMixed);
     const SafetensorsEntry& e = s.at(it->second);
     if (e.shape != p.value.shape())
       throw Error("weights",
-                  "'" + cfg_file + "' (" + c.describe() + ") implies " + q(p.name) + " of shape " +
+                  "'" + cfg_file + "' (" + c.describe() + ") implies " + quote_name(p.name) + " of shape " +
                       shape_str(p.value.shape()) + " but the weights in '" + s.path() + "' hold " + shape_str(e.shape),
                   kMixed);
   }
@@ -325,7 +300,7 @@ json parse_config_file(const std::string& file) {
   } catch (const json::exception& e) {
     std::string w = e.what();
     if (size_t b = w.find("] "); b != std::string::npos) w = w.substr(b + 2);
-    throw Error("config", "'" + file + "' is not valid JSON: " + clean(w), "fix or re-download config.json");
+    throw Error("config", "'" + file + "' is not valid JSON: " + printable(w), "fix or re-download config.json");
   }
 }
 
@@ -391,7 +366,7 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
   else if (has("LlamaForCausalLM")) arch = Arch::Llama;
   else if (has("GPT2LMHeadModel")) arch = Arch::GPT2;
   if (!arch) {
-    std::string what = !mt.empty() ? "model_type " + q(mt)
+    std::string what = !mt.empty() ? "model_type " + quote_name(mt)
                        : !archs.empty() ? "architectures " + jtext(j["architectures"])
                                         : std::string("no model_type");
     throw Error("config", where + " has " + what + ", not an architecture remat knows", kKnown);
@@ -415,7 +390,7 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
                   "remat supports GPT-2's standard layer_norm_epsilon 1e-05 only");
     const std::string act = jstr(j, "activation_function", where);
     if (!act.empty() && act != "gelu_new" && act != "gelu_pytorch_tanh")
-      throw Error("config", where + " has activation_function " + q(act) + "; remat's GPT-2 uses gelu_new (tanh GELU)",
+      throw Error("config", where + " has activation_function " + quote_name(act) + "; remat's GPT-2 uses gelu_new (tanh GELU)",
                   "remat supports GPT-2's standard activation only");
   } else {
     c.L = jint(j, "num_hidden_layers", where);
@@ -444,7 +419,7 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
                   "fix " + where);
     const std::string act = jstr(j, "hidden_act", where);
     if (!act.empty() && act != "silu")
-      throw Error("config", where + " has hidden_act " + q(act) + "; remat's LLaMA uses silu (SwiGLU)",
+      throw Error("config", where + " has hidden_act " + quote_name(act) + "; remat's LLaMA uses silu (SwiGLU)",
                   "remat supports LLaMA's standard activation only");
     if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
       throw Error("config", where + " has rope_scaling " + jtext(j["rope_scaling"]) + "; remat's RoPE has no scaling",
@@ -494,12 +469,12 @@ void load_weights(Model& model, const std::string& path) {
   for (Param& p : model.params()) {
     auto it = m.find(p.name);
     if (it == m.end())
-      throw Error("weights", "'" + path + "' has no tensor " + q(p.name),
+      throw Error("weights", "'" + path + "' has no tensor " + quote_name(p.name),
                   "is it a checkpoint of " + model.config().describe() + "?");
     const SafetensorsEntry& e = s.at(it->second);
     if (e.shape != p.value.shape())
       throw Error("weights",
-                  q(p.name) + " in '" + path + "' has shape " + shape_str(e.shape) + ", the model expects " +
+                  quote_name(p.name) + " in '" + path + "' has shape " + shape_str(e.shape) + ", the model expects " +
                       shape_str(p.value.shape()),
                   "match --layers/--channels/--heads/--seq/--vocab to the file (model: " + model.config().describe() + ")");
     s.read_f32(it->second, p.value.span());
@@ -507,14 +482,14 @@ void load_weights(Model& model, const std::string& path) {
     for (int64_t i = 0, n = p.value.numel(); i < n; ++i)
       if (!std::isfinite(d[i]))
         throw Error("weights",
-                    "tensor " + q(it->second) + " in '" + s.file_of(it->second) + "' holds " +
+                    "tensor " + quote_name(it->second) + " in '" + s.file_of(it->second) + "' holds " +
                         (std::isnan(d[i]) ? "NaN" : "Inf") + " (element " + std::to_string(i) + ")",
                     "the checkpoint is corrupt or from a diverged run; use another one");
     used.insert(p.name);
   }
   for (const auto& [n, raw] : m)
     if (!used.count(n))
-      throw Error("weights", "'" + path + "' has a tensor " + q(raw) + " that this model does not use",
+      throw Error("weights", "'" + path + "' has a tensor " + quote_name(raw) + " that this model does not use",
                   "the file is for a different architecture or depth than " + model.config().describe());
 }
 
