@@ -61,7 +61,7 @@ void ChainExecutor::run_forward(const Action& a) {
   Recorder r = autograd::recorder();
   r.counters = counters_;
   r.recompute = a.recompute;
-  r.policy = opt_.policy;
+  r.policy = opt_.block_policy.empty() ? opt_.policy : opt_.block_policy.at(size_t(i));
   r.rng_salt = (a.recompute && opt_.break_replay) ? kBrokenReplaySalt : 0;
   r.tape = nullptr;
   r.capture = nullptr;

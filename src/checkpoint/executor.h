@@ -18,6 +18,9 @@ struct ExecutorOptions {
   bool check_determinism = false;  // hash-free: clone every would-be save, compare on replay
   bool break_replay = false;       // debugging: a fresh RNG stream on recompute (must fail the check)
   const autograd::Policy* policy = nullptr;
+  // A policy per block (a plan's choice), overriding `policy` when not empty. A block's replays
+  // record and check its saves under its own policy.
+  std::vector<const autograd::Policy*> block_policy;
   std::function<void(const Action&)> on_action;  // tracing hook, called after each action
 };
 

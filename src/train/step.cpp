@@ -61,6 +61,7 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
   eo.check_determinism = opt.check_determinism;
   eo.break_replay = opt.break_replay;
   eo.policy = opt.policy;
+  eo.block_policy = opt.block_policy;
   if (opt.trace) eo.on_action = [&](const Action& a) { opt.trace(describe(a)); };
   ChainExecutor ex(chain, opt.schedule, eo, &m.counters);
   Tensor xL;

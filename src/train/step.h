@@ -33,6 +33,7 @@ struct StepOptions {
   bool check_determinism = false;
   bool break_replay = false;
   const autograd::Policy* policy = nullptr;
+  std::vector<const autograd::Policy*> block_policy;  // per block, overriding `policy` (a plan's)
   std::function<void(const std::string& event)> trace;  // one line per event, if set
   autograd::OpProfile* profile = nullptr;                 // per-op wall time, if set
 };

@@ -1,0 +1,495 @@
+#include "planner/optimal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/allocator.h"
+#include "core/error.h"
+
+namespace remat::planner {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Block i under policy p, in bytes: what keeping its internals holds (kept, its input among them),
+// and how far its backward rises above that (rebuilt tensors against what earlier ops freed), with
+// its input x_i released by its earliest holder (cur) or held as a checkpoint until freed (held).
+// Mirrors simulate_memory op by op.
+struct BlockBytes {
+  size_t kept = 0, input = 0, rise_cur = 0, rise_held = 0;
+};
+
+BlockBytes block_bytes(const PartTrace& p) {
+  BlockBytes b;
+  b.kept = p.kept_bytes();
+  b.input = p.input_bytes();
+  std::vector<size_t> freed(p.ops.size(), 0), rebuilt(p.ops.size(), 0);
+  int input_op = -1;
+  for (const TensorRecord& t : p.kept) {
+    const int first = *std::min_element(t.holders.begin(), t.holders.end());
+    if (t.input) input_op = first;
+    else freed[first] += t.bytes;
+  }
+  for (const TensorRecord& t : p.dropped)
+    for (int h : t.holders) rebuilt[h] += t.bytes;
+  for (int held = 0; held < 2; ++held) {
+    size_t gone = 0, rise = 0;
+    for (int op = int(p.ops.size()) - 1; op >= 0; --op) {
+      if (rebuilt[op] > gone) rise = std::max(rise, rebuilt[op] - gone);
+      gone += freed[op];
+      if (op == input_op && !held) gone += b.input;
+    }
+    (held ? b.rise_held : b.rise_cur) = rise;
+  }
+  return b;
+}
+
+size_t ceil_div(size_t a, size_t b) { return a / b + (a % b != 0); }
+
+// The chain as the DP sees it, in slots of q bytes (every size rounded up).
+struct Problem {
+  int L = 0, P = 0;
+  bool homogeneous = false;
+  size_t q = 1;
+  size_t x = 0, head = 0;                 // slots
+  std::vector<std::vector<size_t>> A[2];  // [held][i][p]: slots held while block i keeps its internals
+  std::vector<std::vector<size_t>> R[2];  // [held][i][p]: slots its backward rises above that
+  std::vector<double> F, Fsum;            // forward cost, prefix sums
+  std::vector<std::vector<double>> Bw;    // [i][p]
+};
+
+// Value tables. C(s, t, held)[m]: the least cost of backpropagating blocks [s, t) within m slots,
+// given x_s (held: as a checkpoint, counted in m; else just computed, not yet stored). D(s)[m]: the
+// same for [s, L) followed by the head, before which nothing is recomputed.
+class Tables {
+ public:
+  Tables(const Problem& pb, size_t M) : pb_(pb), M_(M) {
+    const size_t states = pb.homogeneous ? size_t(pb.L + 1) : size_t(pb.L + 1) * size_t(pb.L + 1);
+    C_[0].assign(states * (M + 1), kInf);
+    C_[1].assign(states * (M + 1), kInf);
+    D_.assign(size_t(pb.L + 1) * (M + 1), kInf);
+  }
+  size_t M() const { return M_; }
+  double* C(int s, int t, int held) { return &C_[held][idx(s, t) * (M_ + 1)]; }
+  const double* C(int s, int t, int held) const { return &C_[held][idx(s, t) * (M_ + 1)]; }
+  double* D(int s) { return &D_[size_t(s) * (M_ + 1)]; }
+  const double* D(int s) const { return &D_[size_t(s) * (M_ + 1)]; }
+
+ private:
+  size_t idx(int s, int t) const { return pb_.homogeneous ? size_t(t - s) : size_t(s) * size_t(pb_.L + 1) + size_t(t); }
+  const Problem& pb_;
+  size_t M_;
+  std::vector<double> C_[2], D_;
+};
+
+// Option (1) for block s under policy p: its internals, then [s+1, t) (sub, may be null: nothing
+// after s), then its backward.
+inline double keep_cost(const Problem& pb, int s, int p, int held, const double* sub, size_t m) {
+  const size_t a = pb.A[held][s][p];
+  if (a + pb.R[held][s][p] > m) return kInf;
+  const double rest = sub ? sub[m - a] : 0.0;
+  return pb.F[s] + rest + pb.Bw[s][p];
+}
+// Option (2) split at s2: x_s kept, blocks s..s2-1 run, then [s2, t) within m - x, then [s, s2) from x_s.
+inline double split_cost(const Problem& pb, int s, int s2, const double* first, const double* second, size_t m) {
+  if (pb.x > m) return kInf;
+  return (pb.Fsum[s2] - pb.Fsum[s]) + first[m - pb.x] + second[m];
+}
+
+void fill(const Problem& pb, Tables& tb) {
+  const int L = pb.L;
+  const size_t M = tb.M();
+  for (int n = 1; n <= L; ++n) {
+    const int s_end = pb.homogeneous ? 1 : L - n + 1;
+    for (int s = 0; s < s_end; ++s) {
+      const int t = s + n;
+      for (int held = 0; held < 2; ++held) {
+        double* out = tb.C(s, t, held);
+        const double* sub = n > 1 ? tb.C(s + 1, t, 0) : nullptr;
+        for (int p = 0; p < pb.P; ++p)
+          for (size_t m = 0; m <= M; ++m) out[m] = std::min(out[m], keep_cost(pb, s, p, held, sub, m));
+        for (int s2 = s + 1; s2 < t; ++s2) {
+          const double* first = tb.C(s2, t, 0);
+          const double* second = tb.C(s, s2, 1);
+          for (size_t m = 0; m <= M; ++m) out[m] = std::min(out[m], split_cost(pb, s, s2, first, second, m));
+        }
+      }
+    }
+  }
+  double* dl = tb.D(L);
+  for (size_t m = pb.head; m <= M; ++m) dl[m] = 0;
+  for (int s = L - 1; s >= 0; --s) {
+    double* out = tb.D(s);
+    for (int p = 0; p < pb.P; ++p)
+      for (size_t m = 0; m <= M; ++m) out[m] = std::min(out[m], keep_cost(pb, s, p, 0, tb.D(s + 1), m));
+    for (int s2 = s + 1; s2 <= L; ++s2) {
+      const double* first = tb.D(s2);
+      const double* second = tb.C(s, s2, 1);
+      for (size_t m = 0; m <= M; ++m) out[m] = std::min(out[m], split_cost(pb, s, s2, first, second, m));
+    }
+  }
+}
+
+// Rebuilds the schedule behind a table entry: the first option whose cost equals the entry (the
+// same expression, so the same double).
+struct Emitter {
+  const Problem& pb;
+  const Tables& tb;
+  Schedule out;
+  std::vector<int> policy;
+
+  void fwd(int i, Keep k, bool re) { out.push_back({Action::Kind::Forward, i, k, re}); }
+
+  void seg(int s, int t, int held, size_t m, bool top) {
+    if (top && s == pb.L) return;  // the head
+    const double want = top ? tb.D(s)[m] : tb.C(s, t, held)[m];
+    REMAT_ASSERT(want < kInf, "planner: reconstructing an infeasible plan");
+    const bool re = !top;  // before the head nothing is a recompute
+    const double* sub = top ? tb.D(s + 1) : (t - s > 1 ? tb.C(s + 1, t, 0) : nullptr);
+    for (int p = 0; p < pb.P; ++p) {
+      if (keep_cost(pb, s, p, held, sub, m) != want) continue;
+      fwd(s, Keep::Internals, re);
+      policy[s] = p;
+      if (top || t - s > 1) seg(s + 1, t, 0, m - pb.A[held][s][p], top);
+      out.push_back({Action::Kind::Backward, s, Keep::Nothing, false});
+      if (held) out.push_back({Action::Kind::Free, s, Keep::Nothing, false});
+      return;
+    }
+    for (int s2 = s + 1; s2 < t || (top && s2 == t); ++s2) {
+      const double* first = top ? tb.D(s2) : tb.C(s2, t, 0);
+      if (split_cost(pb, s, s2, first, tb.C(s, s2, 1), m) != want) continue;
+      fwd(s, held ? Keep::Nothing : Keep::Boundary, re);
+      for (int i = s + 1; i < s2; ++i) fwd(i, Keep::Nothing, re);
+      seg(s2, t, 0, m - pb.x, top);
+      seg(s, s2, 1, m, false);
+      return;
+    }
+    REMAT_ASSERT(false, "planner: no option reproduces the table");
+  }
+};
+
+struct Prepared {
+  Problem pb;
+  size_t exact_q = 1;  // the sizes' common divisor: slots of this size make the DP exact
+  size_t emb = 0;   // bytes, held throughout
+  size_t top = 0;   // bytes: the fastest plan's peak (store everything under the cheapest policy)
+};
+
+Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
+  if (pp.traces.empty()) throw Error("planner", "no policy to plan with", "give at least one candidate policy");
+  const int L = int(pp.traces[0].blocks.size());
+  const int P = int(pp.traces.size());
+  for (const StepTrace& t : pp.traces)
+    REMAT_ASSERT(int(t.blocks.size()) == L && t.boundary_bytes == pp.traces[0].boundary_bytes,
+                 "planner: candidate traces of different chains");
+  if (L <= 0) throw Error("planner", "the chain has no blocks", "use --layers 1 or more");
+  const TimeModel tm = pp.time.forward ? pp.time : flop_time(pp.traces);
+  Prepared pr;
+  Problem& pb = pr.pb;
+  pb.L = L;
+  pb.P = P;
+  pr.emb = pp.traces[0].embed.kept_bytes();
+  const size_t xb = pp.traces[0].boundary_bytes, headb = pp.traces[0].head.kept_bytes();
+
+  std::vector<std::vector<BlockBytes>> bb(L, std::vector<BlockBytes>(P));
+  pb.F.resize(L);
+  pb.Bw.assign(L, std::vector<double>(P));
+  for (int i = 0; i < L; ++i) {
+    pb.F[i] = tm.forward(i);
+    for (int p = 0; p < P; ++p) {
+      bb[i][p] = block_bytes(pp.traces[p].blocks[i]);
+      pb.Bw[i][p] = tm.backward(i, p);
+    }
+  }
+  pb.Fsum.assign(L + 1, 0.0);
+  for (int i = 0; i < L; ++i) pb.Fsum[i + 1] = pb.Fsum[i] + pb.F[i];
+  pb.homogeneous = true;
+  for (int i = 1; i < L && pb.homogeneous; ++i)
+    for (int p = 0; p < P; ++p) {
+      const BlockBytes &a = bb[i][p], &b = bb[0][p];
+      if (a.kept != b.kept || a.input != b.input || a.rise_cur != b.rise_cur || a.rise_held != b.rise_held ||
+          pb.F[i] != pb.F[0] || pb.Bw[i][p] != pb.Bw[0][p])
+        pb.homogeneous = false;
+    }
+
+  // Sizes in bytes, [held][i][p].
+  auto held_bytes = [&](int held, int i, int p) {
+    const BlockBytes& b = bb[i][p];
+    return held ? xb + b.kept - b.input : b.kept;
+  };
+  size_t g = std::gcd(xb, headb);
+  for (int i = 0; i < L; ++i)
+    for (int p = 0; p < P; ++p)
+      for (int held = 0; held < 2; ++held)
+        g = std::gcd(g, std::gcd(held_bytes(held, i, p), held ? bb[i][p].rise_held : bb[i][p].rise_cur));
+  if (g == 0) g = 1;
+
+  // The fastest plan's peak bounds every budget worth planning for; store-everything under each
+  // policy, the largest of them, is above it.
+  size_t top = 0;
+  for (int p = 0; p < P; ++p)
+    top = std::max(top, simulate_memory(pp.traces[p], make_schedule(parse_strategy("none", L, false), L)).peak_activation);
+  pr.top = top;
+  size_t range = top > pr.emb ? top - pr.emb : 0;
+  if (!for_frontier && budget_hint < top) range = budget_hint > pr.emb ? budget_hint - pr.emb : 0;
+
+  // Resolution: about 3e8 table updates, and tables of at most 256 MiB.
+  const double work = pb.homogeneous ? 2.0 * double(L) * double(L) * 1.5 : double(L) * double(L) * double(L) / 3.0 + 1;
+  double slots = pp.max_slots ? double(pp.max_slots) : std::clamp(3e8 / work, 256.0, 65536.0);
+  const double states = pb.homogeneous ? 3.0 * (L + 1) : 2.0 * (L + 1) * (L + 1) + (L + 1);
+  slots = std::min(slots, std::max(16.0, 256.0 * 1048576.0 / 8.0 / states));
+  pr.exact_q = g;
+  pb.q = g;
+  if (double(range) / double(g) > slots) pb.q = size_t(std::ceil(double(range) / slots / double(g))) * g;
+  const size_t q = pb.q;
+  pb.x = ceil_div(xb, q);
+  pb.head = ceil_div(headb, q);
+  for (int held = 0; held < 2; ++held) {
+    pb.A[held].assign(L, std::vector<size_t>(P));
+    pb.R[held].assign(L, std::vector<size_t>(P));
+    for (int i = 0; i < L; ++i)
+      for (int p = 0; p < P; ++p) {
+        pb.A[held][i][p] = ceil_div(held_bytes(held, i, p), q);
+        pb.R[held][i][p] = ceil_div(held ? bb[i][p].rise_held : bb[i][p].rise_cur, q);
+      }
+  }
+  return pr;
+}
+
+ChainPlan finish(const PlanProblem& pp, const Prepared& pr, const Tables& tb, size_t m) {
+  Emitter e{pr.pb, tb, {}, std::vector<int>(size_t(pr.pb.L), 0)};
+  e.seg(0, pr.pb.L, 0, m, true);
+  ChainPlan plan;
+  plan.time = tb.D(0)[m];
+  plan.schedule = std::move(e.out);
+  plan.block_policy = std::move(e.policy);
+  plan.policy_names = pp.policy_names;
+  const StepTrace tr = splice(pp.traces, plan.block_policy);
+  plan.memory = simulate_memory(tr, plan.schedule);
+  plan.compute = predict_compute(tr, plan.schedule);
+  plan.slot_bytes = pr.pb.q;
+  return plan;
+}
+
+// The DP's cost of a schedule with a policy per block.
+double schedule_time(const Problem& pb, const Schedule& s, const std::vector<int>& pol) {
+  double t = 0;
+  for (const Action& a : s) {
+    if (a.kind == Action::Kind::Forward) t += pb.F[size_t(a.block)];
+    if (a.kind == Action::Kind::Backward) t += pb.Bw[size_t(a.block)][size_t(pol[size_t(a.block)])];
+  }
+  return t;
+}
+
+// With slots coarser than the sizes' divisor, rounding can cost the DP a plan that fits to the byte;
+// the textbook schedules (none, sqrt, uniform:K, either replay mode, with or without the last
+// segment recomputed), each under every single policy, are priced exactly and win where they are
+// faster. This keeps "never slower than a named strategy at its own memory" true at any resolution.
+void improve_with_named(const PlanProblem& pp, const Prepared& pr, size_t budget, ChainPlan& best) {
+  const int L = pr.pb.L;
+  std::vector<int> Ks;
+  for (int K = 1; K <= L; K += (K < 64 ? 1 : std::max(1, K / 16))) Ks.push_back(K);
+  for (int p = 0; p < pr.pb.P; ++p) {
+    const std::vector<int> pol(size_t(L), p);
+    auto consider = [&](const StrategySpec& spec) {
+      const Schedule sch = make_schedule(spec, L);
+      const double t = schedule_time(pr.pb, sch, pol);
+      if (!(t < best.time)) return;
+      const MemoryPrediction m = simulate_memory(pp.traces[size_t(p)], sch);
+      if (m.peak_activation > budget) return;
+      best.schedule = sch;
+      best.block_policy = pol;
+      best.memory = m;
+      best.compute = predict_compute(pp.traces[size_t(p)], sch);
+      best.time = t;
+    };
+    consider(parse_strategy("none", L, false));
+    for (bool last : {false, true}) {
+      consider(parse_strategy("all", L, last));
+      for (int K : Ks)
+        for (bool internals : {false, true}) consider(parse_strategy("uniform:" + std::to_string(K), L, last, internals));
+    }
+  }
+}
+
+size_t slots_for(const Prepared& pr, size_t bytes) { return bytes > pr.emb ? (bytes - pr.emb) / pr.pb.q : 0; }
+size_t frontier_slots(const Prepared& pr) {
+  // Rounding every size up can lift a plan's slot count above its bytes by a slot per term.
+  return ceil_div(pr.top > pr.emb ? pr.top - pr.emb : 0, pr.pb.q) + size_t(2 * pr.pb.L + 4);
+}
+
+}  // namespace
+
+TimeModel flop_time(const std::vector<StepTrace>& traces) {
+  return {[&traces](int i) { return traces[0].blocks[size_t(i)].fwd_flops(); },
+          [&traces](int i, int p) {
+            const PartTrace& b = traces[size_t(p)].blocks[size_t(i)];
+            return b.bwd_flops() + b.rebuild_flops();
+          }};
+}
+
+StepTrace splice(const std::vector<StepTrace>& traces, const std::vector<int>& block_policy) {
+  StepTrace t = traces.at(0);
+  for (size_t i = 0; i < t.blocks.size(); ++i)
+    if (block_policy.at(i) != 0) t.blocks[i] = traces.at(size_t(block_policy[i])).blocks[i];
+  return t;
+}
+
+std::string ChainPlan::summary() const {
+  int ck = 0;
+  const ScheduleCounts c = count(schedule);
+  for (const Action& a : schedule)
+    if (a.kind == Action::Kind::Forward && a.keep == Keep::Boundary && !a.recompute) ++ck;
+  std::string s = std::to_string(ck) + " checkpoint" + (ck == 1 ? "" : "s") + ", " + std::to_string(c.recomputes) +
+                  " block recompute" + (c.recomputes == 1 ? "" : "s");
+  std::vector<int> n(policy_names.size(), 0);
+  for (int p : block_policy) n[size_t(p)]++;
+  for (size_t p = 0; p < n.size(); ++p)
+    if (n[p] > 0 && policy_names[p] != "none") s += ", " + policy_names[p] + " on " + std::to_string(n[p]) + " block" + (n[p] == 1 ? "" : "s");
+  return s;
+}
+
+ChainPlan optimal_plan(const PlanProblem& pp, size_t budget) {
+  const Prepared pr = prepare(pp, budget, false);
+  const size_t M = std::min(slots_for(pr, budget), frontier_slots(pr));
+  Tables tb(pr.pb, M);
+  fill(pr.pb, tb);
+  if (budget < pr.emb || !(tb.D(0)[M] < kInf)) {
+    if (pr.pb.q != pr.exact_q) {  // the coarse DP found nothing; a textbook schedule may still fit
+      ChainPlan named;
+      named.time = kInf;
+      named.policy_names = pp.policy_names;
+      named.slot_bytes = pr.pb.q;
+      improve_with_named(pp, pr, budget, named);
+      if (named.time < kInf) return named;
+    }
+    const ChainPlan least = least_memory_plan(pp);
+    const StepTrace& t0 = pp.traces[0];
+    throw Error("planner",
+                "budget " + format_bytes(budget) + " is below the least activation memory of any plan, " +
+                    format_bytes(least.memory.peak_activation) + " (" + least.summary() + "), for " + t0.cfg.describe() +
+                    " at micro-batch " + std::to_string(t0.B) + ", seq " + std::to_string(t0.T),
+                "raise the budget to at least " + format_bytes(least.memory.peak_activation) +
+                    ", or use a smaller --micro-batch or --seq");
+  }
+  // The least memory that reaches the best cost.
+  size_t m = M;
+  while (m > 0 && tb.D(0)[m - 1] == tb.D(0)[M]) --m;
+  ChainPlan plan = finish(pp, pr, tb, m);
+  if (pr.pb.q != pr.exact_q) improve_with_named(pp, pr, budget, plan);
+  return plan;
+}
+
+ChainPlan least_memory_plan(const PlanProblem& pp) {
+  const Prepared pr = prepare(pp, 0, true);
+  Tables tb(pr.pb, frontier_slots(pr));
+  fill(pr.pb, tb);
+  size_t m = 0;
+  while (!(tb.D(0)[m] < kInf)) ++m;
+  return finish(pp, pr, tb, m);
+}
+
+std::vector<ChainPlan> optimal_frontier(const PlanProblem& pp) {
+  const Prepared pr = prepare(pp, 0, true);
+  Tables tb(pr.pb, frontier_slots(pr));
+  fill(pr.pb, tb);
+  std::vector<ChainPlan> all;
+  const double* d = tb.D(0);
+  for (size_t m = 0; m <= tb.M(); ++m)
+    if (d[m] < kInf && (all.empty() || d[m] < all.back().time)) all.push_back(finish(pp, pr, tb, m));
+  // Exact bytes can order two slot-neighbours the other way: keep the Pareto set.
+  std::sort(all.begin(), all.end(), [](const ChainPlan& a, const ChainPlan& b) {
+    return a.memory.peak_activation != b.memory.peak_activation ? a.memory.peak_activation < b.memory.peak_activation
+                                                                : a.time < b.time;
+  });
+  std::vector<ChainPlan> f;
+  for (ChainPlan& p : all)
+    if (f.empty() || p.time < f.back().time) f.push_back(std::move(p));
+  return f;
+}
+
+namespace {
+struct Partial {
+  Schedule actions;
+  std::vector<int> policy;  // [block] (only blocks of the segment set), -1 elsewhere
+};
+using Family = std::vector<Partial>;
+
+void append(Partial& to, const Partial& from) {
+  to.actions.insert(to.actions.end(), from.actions.begin(), from.actions.end());
+  for (size_t i = 0; i < to.policy.size(); ++i)
+    if (from.policy[i] >= 0) to.policy[i] = from.policy[i];
+}
+}  // namespace
+
+void enumerate_family(int L, int P, const std::function<void(const Schedule&, const std::vector<int>&)>& visit) {
+  // Memoised lists for C(s, t, held) (after the head) and D(s) (before it), as the DP defines them.
+  std::vector<Family> C[2];
+  C[0].resize(size_t(L + 1) * size_t(L + 1));
+  C[1].resize(size_t(L + 1) * size_t(L + 1));
+  auto empty = [&]() { return Partial{{}, std::vector<int>(size_t(L), -1)}; };
+  std::function<const Family&(int, int, int)> c = [&](int s, int t, int held) -> const Family& {
+    Family& f = C[held][size_t(s) * size_t(L + 1) + size_t(t)];
+    if (!f.empty()) return f;
+    for (int p = 0; p < P; ++p) {
+      auto one = [&](const Partial* sub) {
+        Partial x = empty();
+        x.actions.push_back({Action::Kind::Forward, s, Keep::Internals, true});
+        x.policy[size_t(s)] = p;
+        if (sub) append(x, *sub);
+        x.actions.push_back({Action::Kind::Backward, s, Keep::Nothing, false});
+        if (held) x.actions.push_back({Action::Kind::Free, s, Keep::Nothing, false});
+        f.push_back(std::move(x));
+      };
+      if (t - s == 1) one(nullptr);
+      else
+        for (const Partial& sub : c(s + 1, t, 0)) one(&sub);
+    }
+    for (int s2 = s + 1; s2 < t; ++s2)
+      for (const Partial& a : c(s2, t, 0))
+        for (const Partial& b : c(s, s2, 1)) {
+          Partial x = empty();
+          x.actions.push_back({Action::Kind::Forward, s, held ? Keep::Nothing : Keep::Boundary, true});
+          for (int i = s + 1; i < s2; ++i) x.actions.push_back({Action::Kind::Forward, i, Keep::Nothing, true});
+          append(x, a);
+          append(x, b);
+          f.push_back(std::move(x));
+        }
+    return f;
+  };
+  std::function<Family(int)> d = [&](int s) -> Family {
+    Family f;
+    if (s == L) {
+      f.push_back(empty());
+      return f;
+    }
+    for (int p = 0; p < P; ++p)
+      for (const Partial& sub : d(s + 1)) {
+        Partial x = empty();
+        x.actions.push_back({Action::Kind::Forward, s, Keep::Internals, false});
+        x.policy[size_t(s)] = p;
+        append(x, sub);
+        x.actions.push_back({Action::Kind::Backward, s, Keep::Nothing, false});
+        f.push_back(std::move(x));
+      }
+    for (int s2 = s + 1; s2 <= L; ++s2) {
+      const Family first = d(s2);
+      for (const Partial& a : first)
+        for (const Partial& b : c(s, s2, 1)) {
+          Partial x = empty();
+          x.actions.push_back({Action::Kind::Forward, s, Keep::Boundary, false});
+          for (int i = s + 1; i < s2; ++i) x.actions.push_back({Action::Kind::Forward, i, Keep::Nothing, false});
+          append(x, a);
+          append(x, b);
+          f.push_back(std::move(x));
+        }
+    }
+    return f;
+  };
+  for (const Partial& x : d(0)) visit(x.actions, x.policy);
+}
+
+}  // namespace remat::planner

@@ -1,0 +1,80 @@
+// The optimal planner: a dynamic program over the chain of blocks (rotor's, Beaumont et al. 2019,
+// "Optimal checkpointing for heterogeneous chains", extended with a policy per block).
+//
+// The family of schedules. To backpropagate a segment [s, t) of the chain, given its input x_s (held
+// as a checkpoint, or just computed) and the gradient of its output, a schedule either
+//   (1) runs block s keeping its internals under one of the candidate policies, backpropagates
+//       [s+1, t), then runs block s's backward; or
+//   (2) keeps x_s as a checkpoint, runs blocks s..s'-1 keeping nothing, backpropagates [s', t)
+//       from x_s', then backpropagates [s, s') from the checkpoint x_s.
+// The last segment ends in the head (final norm, LM head, loss), so "recompute the last segment"
+// is just (2) with s' = L. Every strategy remat names (none, all, block, sqrt, uniform:K,
+// segments:..., either replay mode, --recompute-last, a selective policy) is one schedule of this
+// family, and the DP finds the fastest one whose predicted peak fits the budget.
+//
+// Bytes and costs come from dry runs (planner.h), one per candidate policy: nothing is restated.
+// Memory is counted exactly as simulate_memory counts it (saved activations, checkpoints and
+// in-flight recompute, op by op through each block's backward); the DP works in byte slots, rounding
+// every size up, so any plan it returns fits; with slots of the sizes' common divisor it is exact.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/planner.h"
+
+namespace remat::planner {
+
+// Predicted seconds (or any additive cost) of block i's forward, and of its backward under policy p
+// (rebuilds of what p dropped included).
+struct TimeModel {
+  std::function<double(int i)> forward;
+  std::function<double(int i, int p)> backward;
+};
+// The FLOP count as the cost: fwd, and bwd + rebuild.
+TimeModel flop_time(const std::vector<StepTrace>& traces);
+
+struct ChainPlan {
+  Schedule schedule;                  // actions over the chain (the head runs between the phases)
+  std::vector<int> block_policy;      // per block: an index into the candidate policies
+  std::vector<std::string> policy_names;
+  MemoryPrediction memory;            // simulate_memory of the schedule over the spliced trace
+  ComputePrediction compute;          // predict_compute of the same
+  double time = 0;                    // the DP's objective (TimeModel units) for the chain
+  size_t slot_bytes = 1;              // the DP's memory resolution
+  std::string summary() const;        // "4 checkpoints, 9 block recomputes, selective on 3 blocks"
+};
+
+struct PlanProblem {
+  // One dry run per candidate policy, same model and micro-batch: traces[p].blocks[i] is block i
+  // under policy p. policy_names[p] names it.
+  std::vector<StepTrace> traces;
+  std::vector<std::string> policy_names;
+  TimeModel time;  // default: flop_time(traces)
+  // Upper bound on DP slots (memory resolution); 0: chosen from the chain's size so that the DP
+  // stays within about a second.
+  size_t max_slots = 0;
+};
+
+// A trace whose block i is traces[block_policy[i]].blocks[i]: what simulate_memory and
+// predict_compute price for a plan with a policy per block.
+StepTrace splice(const std::vector<StepTrace>& traces, const std::vector<int>& block_policy);
+
+// The fastest schedule of the family whose predicted peak activation bytes fit `budget` (the
+// count of simulate_memory). Throws remat::Error naming the least memory any schedule needs.
+ChainPlan optimal_plan(const PlanProblem& problem, size_t budget);
+
+// The least peak any schedule of the family reaches (the minimum of the frontier), and the plan.
+ChainPlan least_memory_plan(const PlanProblem& problem);
+
+// The Pareto frontier of (predicted peak, time) over the family, ascending in memory and
+// descending in time, from one DP pass over budgets up to the fastest plan's peak.
+std::vector<ChainPlan> optimal_frontier(const PlanProblem& problem);
+
+// Every schedule of the family (with every assignment of policies to blocks kept internally), for
+// testing the DP against brute force on small chains. `visit` gets each schedule and its policies.
+void enumerate_family(int L, int num_policies,
+                      const std::function<void(const Schedule&, const std::vector<int>&)>& visit);
+
+}  // namespace remat::planner
