@@ -29,7 +29,7 @@ struct LinearNode : Node {
     Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
     Tensor& dw = g.get(w);
     std::span<float> db = b.defined() ? g.get(b).span() : std::span<float>{};
-    kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
+    if (!shape_only()) kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
   }
 };
 
@@ -45,7 +45,8 @@ struct LinearNTNode : Node {
     const Tensor inp = s.inp.get();
     bool fresh = false;
     Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
-    kernels::matmul_nt_backward(dinp.span(), g.get(w).span(), dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
+    Tensor& dw = g.get(w);
+    if (!shape_only()) kernels::matmul_nt_backward(dinp.span(), dw.span(), dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
   }
 };
 
@@ -58,7 +59,9 @@ struct EmbeddingNode : Node {
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     // forward was: out[b,t] = wte[tok] + wpe[t], so dwte[tok] += dout[b,t], dwpe[t] += dout[b,t]
-    kernels::encoder_backward(g.get(wte).span(), wpe.defined() ? g.get(wpe).span() : std::span<float>{}, dout->cspan(),
+    Tensor& dwte = g.get(wte);
+    const std::span<float> dwpe = wpe.defined() ? g.get(wpe).span() : std::span<float>{};
+    if (!shape_only()) kernels::encoder_backward(dwte.span(), dwpe, dout->cspan(),
                               tokens.data(), B, T, C);
   }
 };

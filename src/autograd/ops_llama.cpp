@@ -21,7 +21,8 @@ struct RMSNormNode : Node {
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     const Tensor inp = s.inp.get(), rstd = s.rstd.get();
-    kernels::rmsnorm_backward(g.get(s.inp.ref).span(), g.get(w).span(), dout->cspan(), inp.cspan(), w.cspan(),
+    Tensor &dinp = g.get(s.inp.ref), &dw = g.get(w);
+    if (!shape_only()) kernels::rmsnorm_backward(dinp.span(), dw.span(), dout->cspan(), inp.cspan(), w.cspan(),
                               rstd.cspan(), N, C);
   }
 };
@@ -36,7 +37,7 @@ struct SwiGLUNode : Node {
     const Tensor gate = s.gate.get(), up = s.up.get();
     Tensor& dgate = g.get(s.gate.ref);
     Tensor& dup = g.get(s.up.ref);
-    kernels::swiglu_backward(dgate.span(), dup.span(), dout->cspan(), gate.cspan(), up.cspan(), n);
+    if (!shape_only()) kernels::swiglu_backward(dgate.span(), dup.span(), dout->cspan(), gate.cspan(), up.cspan(), n);
   }
 };
 
@@ -50,11 +51,11 @@ struct RopeNode : Node {
     Tensor* dqkv = g.find_id(outputs[0]);
     Tensor cos = Tensor::empty({T, HS / 2}, Category::Workspace, name + ".cos");
     Tensor sin = Tensor::empty({T, HS / 2}, Category::Workspace, name + ".sin");
-    kernels::rope_table(cos.span(), sin.span(), T, HS, theta);
+    if (!shape_only()) kernels::rope_table(cos.span(), sin.span(), T, HS, theta);
     Tensor& dq = g.get(q);
     Tensor& dk = g.get(k);
     Tensor& dv = g.get(v);
-    kernels::rope_qkv_backward(dq.span(), dk.span(), dv.span(), dqkv->cspan(), cos.cspan(), sin.cspan(), B, T, NH, KVH,
+    if (!shape_only()) kernels::rope_qkv_backward(dq.span(), dk.span(), dv.span(), dqkv->cspan(), cos.cspan(), sin.cspan(), B, T, NH, KVH,
                                HS);
   }
 };
@@ -72,7 +73,7 @@ Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps, const std::string& n
   // Selective recomputation (policy `norms`): the output is rebuilt from the saved input and rstd.
   offer_recipe(out, {x, rstd, w}, [name, N, C](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
-    kernels::rmsnorm_apply(o.span(), in[0].cspan(), in[2].cspan(), in[1].cspan(), N, C);
+    if (!shape_only()) kernels::rmsnorm_apply(o.span(), in[0].cspan(), in[2].cspan(), in[1].cspan(), N, C);
     return o;
   }, 2.0 * N * C);
   auto n = std::make_unique<RMSNormNode>();
@@ -98,7 +99,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up, const std::string& name) {
   // Selective recomputation (policy `swiglu`): the gated product is rebuilt from gate and up.
   offer_recipe(out, {gate, up}, [name, n](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
-    kernels::swiglu_forward(o.span(), in[0].cspan(), in[1].cspan(), n);
+    if (!shape_only()) kernels::swiglu_forward(o.span(), in[0].cspan(), in[1].cspan(), n);
     return o;
   }, flops);
   auto nd = std::make_unique<SwiGLUNode>();

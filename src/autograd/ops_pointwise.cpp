@@ -22,7 +22,9 @@ struct LayerNormNode : Node {
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
     const Tensor inp = s.inp.get(), mean = s.mean.get(), rstd = s.rstd.get();
-    kernels::layernorm_backward(g.get(s.inp.ref).span(), g.get(w).span(), g.get(b).span(), dout->cspan(), inp.cspan(),
+    // Every gradient is created (a dry run counts them) before the kernel, which a dry run skips.
+    Tensor &dinp = g.get(s.inp.ref), &dw = g.get(w), &db = g.get(b);
+    if (!shape_only()) kernels::layernorm_backward(dinp.span(), dw.span(), db.span(), dout->cspan(), inp.cspan(),
                                 w.cspan(), mean.cspan(), rstd.cspan(), N, C);
   }
 };
@@ -36,7 +38,7 @@ struct GeluNode : Node {
     const Tensor inp = s.inp.get();
     bool fresh = false;  // first gradient into inp: written, no zero fill
     Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
-    kernels::gelu_backward(dinp.span(), inp.cspan(), dout->cspan(), inp.numel(), fresh);
+    if (!shape_only()) kernels::gelu_backward(dinp.span(), inp.cspan(), dout->cspan(), inp.numel(), fresh);
   }
 };
 
@@ -51,7 +53,8 @@ struct AddNode : Node {
     for (const Ref* r : {&a, &b}) {
       bool fresh = false;
       Tensor& d = g.get_fresh(*r, &fresh);
-      if (fresh) kernels::assign(d.span(), dout->cspan(), dout->numel());
+      if (shape_only()) {
+      } else if (fresh) kernels::assign(d.span(), dout->cspan(), dout->numel());
       else kernels::add_inplace(d.span(), dout->cspan(), dout->numel());
     }
   }
@@ -65,7 +68,8 @@ struct DropoutNode : Node {
   const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
-    kernels::dropout_backward(g.get(inp).span(), dout->cspan(), dout->numel(), p, rng.seed, rng.offset);
+    Tensor& dinp = g.get(inp);
+    if (!shape_only()) kernels::dropout_backward(dinp.span(), dout->cspan(), dout->numel(), p, rng.seed, rng.offset);
   }
 };
 
@@ -83,7 +87,7 @@ Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::s
   // Selective recomputation (policy `norms`): the output is rebuilt from the saved input, mean, rstd.
   offer_recipe(out, {x, mean, rstd, w, b}, [name, N, C](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
-    kernels::layernorm_apply(o.span(), in[0].cspan(), in[3].cspan(), in[4].cspan(), in[1].cspan(), in[2].cspan(), N, C);
+    if (!shape_only()) kernels::layernorm_apply(o.span(), in[0].cspan(), in[3].cspan(), in[4].cspan(), in[1].cspan(), in[2].cspan(), N, C);
     return o;
   }, flops);
   auto n = std::make_unique<LayerNormNode>();
@@ -109,7 +113,7 @@ Tensor gelu(const Tensor& x, const std::string& name) {
   // Selective recomputation (policy `gelu`, llm.c's recompute=1): rebuilt from the saved input.
   offer_recipe(out, {x}, [name](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name);
-    kernels::gelu_forward(o.span(), in[0].cspan(), in[0].numel());
+    if (!shape_only()) kernels::gelu_forward(o.span(), in[0].cspan(), in[0].numel());
     return o;
   }, flops);
   auto n = std::make_unique<GeluNode>();

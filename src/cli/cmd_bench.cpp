@@ -37,18 +37,41 @@ struct RowSpec {
   std::string label, strategy = "none", policy = "none";
   std::optional<autograd::AttentionKind> attention;
 };
+bool looks_like_strategy(const std::string& tok) {
+  for (const char* s : {"none", "all", "block", "sqrt"})
+    if (tok == s) return true;
+  return tok.rfind("uniform:", 0) == 0 || tok.rfind("segments:", 0) == 0;
+}
+
 RowSpec parse_row(const std::string& text, const Model& model) {
   RowSpec r;
   r.label = text;
   std::stringstream ss(text);
   std::string tok;
-  bool have_strategy = false;
+  bool have_strategy = false, have_policy = false, have_attention = false;
+  std::string policies;
+  for (const std::string& n : model.policy_names()) policies += (policies.empty() ? "" : ", ") + n;
+  const std::string example = "write e.g. none, flash+block or block+selective";
+  if (text.empty()) throw Error("bench", "an empty --recompute row", example);
   while (std::getline(ss, tok, '+')) {
-    if (tok == "flash") r.attention = autograd::AttentionKind::Flash;
-    else if (tok == "naive") r.attention = autograd::AttentionKind::Naive;
-    else if (tok != "none" && model.has_policy(tok)) r.policy = tok;
-    else if (!have_strategy) { r.strategy = tok; have_strategy = true; }
-    else throw Error("bench", "row '" + text + "' names two strategies", "write e.g. flash+block or block+selective");
+    if (tok == "flash" || tok == "naive") {
+      if (have_attention) throw Error("bench", "row '" + text + "' names two attention kernels", example);
+      r.attention = tok == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
+      have_attention = true;
+    } else if (tok != "none" && model.has_policy(tok)) {
+      if (have_policy) throw Error("bench", "row '" + text + "' names two policies", example);
+      r.policy = tok;
+      have_policy = true;
+    } else if (looks_like_strategy(tok) || (!have_strategy && tok.find(':') != std::string::npos)) {
+      if (have_strategy) throw Error("bench", "row '" + text + "' names two strategies", example);
+      r.strategy = tok;
+      have_strategy = true;
+    } else {
+      throw Error("bench",
+                  "'" + tok + "' in row '" + text + "' is neither a strategy (none, all, block, sqrt, uniform:K, "
+                  "segments:a,b,...) nor a policy of " + arch_name(model.config().arch) + " (" + policies + ")",
+                  example);
+    }
   }
   return r;
 }
@@ -133,7 +156,7 @@ void add_bench(CLI::App& root) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* app = root.add_subcommand("bench", "Time training steps under several strategies in one run");
   BenchFlags& f = *flags;
-  f.model.add_to(*app, "small");
+  f.model.add_to(*app, kDefaultPreset);
   app->add_option("--recompute", f.strategies, "Rows to run, space separated: a strategy (none all block sqrt "
                                                "uniform:K segments:a,b,...), optionally with +POLICY (a preset of "
                                                "the model: selective, gelu, swiglu, norms) and flash+ / naive+ (e.g. "
@@ -142,11 +165,12 @@ void add_bench(CLI::App& root) {
   app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
   app->add_option("--segment-replay", f.segment_replay, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")
       ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
-  app->add_option("--batch", f.batch, "B: sequences per step")->capture_default_str();
-  app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default B)");
-  app->add_option("--steps", f.steps, "Timed steps per strategy (median reported)")->capture_default_str();
-  app->add_option("--warmup", f.warmup, "Untimed steps first")->capture_default_str();
-  app->add_option("--seed", f.seed, "Seed")->capture_default_str();
+  app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
+  app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default: b = B)");
+  app->add_option("--steps", f.steps, "Timed steps per row, at least 1 (the median is reported)")->capture_default_str();
+  app->add_option("--warmup", f.warmup, "Untimed steps before the timed ones, per row (not remat train's learning-rate "
+                                        "warmup)")->capture_default_str();
+  add_seed_option(*app, f.seed, "Seed for init, batches and dropout (0 to 2^63-1)");
   app->add_option("--data", f.data, "Token data (default: uniform random tokens of --vocab)");
   app->add_flag("--json", f.json, "Print a JSON list of rows instead of the table");
   app->add_flag("--profile", f.profile, "Also time every op (forward, recompute, backward; medians over the timed steps) and print where each "
@@ -154,8 +178,13 @@ void add_bench(CLI::App& root) {
   app->callback([flags]() {
     BenchFlags& f = *flags;
     f.model.apply_threads();
-    if (f.steps <= 0) throw Error("bench", "--steps must be positive", "e.g. --steps 5");
-    if (f.warmup < 0) throw Error("bench", "--warmup must be >= 0", "e.g. --warmup 2");
+    if (f.steps < 1)
+      throw Error("bench", "--steps must be at least 1, got " + std::to_string(f.steps), "e.g. --steps 5");
+    if (f.warmup < 0)
+      throw Error("bench", "--warmup must be >= 0, got " + std::to_string(f.warmup), "e.g. --warmup 2 (0: none)");
+    if (f.steps > 1000000 || f.warmup > 1000000)
+      throw Error("bench", "--steps " + std::to_string(f.steps) + " --warmup " + std::to_string(f.warmup) +
+                               ": more than a million steps per row", "e.g. --steps 5 --warmup 2");
     ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
@@ -168,12 +197,21 @@ void add_bench(CLI::App& root) {
       dry->policy(specs.back().policy);
     }
     const double gemm_peak = measure_gemm_peak();
-    if (!f.json)
+    // Each row is printed (and flushed) as soon as it is measured: the table line by line, the JSON
+    // list row by row (valid JSON once the closing bracket is out).
+    if (!f.json) {
       std::printf("remat bench: %s, B=%lld (micro %lld), T=%lld, %d threads, dropout %.2f, attention %s; "
                   "median of %lld steps after %lld warm-up; fp32 sgemm measured %.0f GFLOP/s\n",
                   cfg.describe().c_str(), (long long)f.batch, (long long)micro, (long long)T, omp_get_max_threads(),
                   cfg.dropout, autograd::attention_kind_name(cfg.attention), (long long)f.steps, (long long)f.warmup,
                   gemm_peak);
+      std::printf("%-18s %5s %12s %12s %8s %10s %9s %9s %9s %9s %8s %7s\n", "strategy", "segs", "act MiB meas",
+                  "act MiB pred", "fwd-eq", "median ms", "tok/s", "ovh time", "ovh FLOP", "ovh t-cal", "GFLOP/s",
+                  "%sgemm");
+    } else {
+      std::printf("[");
+    }
+    std::fflush(stdout);
     nlohmann::json rows = nlohmann::json::array();
     double none_ms = 0, none_block_fwd_ms = 0;
     for (const RowSpec& row : specs) {
@@ -256,11 +294,16 @@ void add_bench(CLI::App& root) {
       j["threads"] = omp_get_max_threads();
       if (f.profile) j["profile"] = profile_json(step_profiles);
       rows.push_back(j);
-      if (!f.json) {
-        if (rows.size() == 1)
-          std::printf("%-18s %5s %12s %12s %8s %10s %9s %9s %9s %9s %8s %7s\n", "strategy", "segs", "act MiB meas",
-                      "act MiB pred", "fwd-eq", "median ms", "tok/s", "ovh time", "ovh FLOP", "ovh t-cal", "GFLOP/s",
-                      "%sgemm");
+      if (f.json) {
+        // The row as dump(2) would print it inside the list: indented by two more spaces.
+        std::string text = j.dump(2), indented = "  ";
+        for (char ch : text) {
+          indented += ch;
+          if (ch == '\n') indented += "  ";
+        }
+        std::printf("%s\n%s", rows.size() == 1 ? "" : ",", indented.c_str());
+        std::fflush(stdout);
+      } else {
         char ovh[16] = "-", cal[16] = "-";
         if (none_ms > 0) std::snprintf(ovh, sizeof ovh, "%.3f", med / none_ms);
         if (none_ms > 0) std::snprintf(cal, sizeof cal, "%.3f", j["overhead_predicted_time"].get<double>());
@@ -274,7 +317,7 @@ void add_bench(CLI::App& root) {
         std::fflush(stdout);
       }
     }
-    if (f.json) std::printf("%s\n", rows.dump(2).c_str());
+    if (f.json) std::printf("\n]\n");
   });
 }
 

@@ -18,7 +18,7 @@ namespace {
 struct GradsFlags {
   std::string init_from, data, data_format = "auto", out, attention = "naive";
   int64_t batch = 1, seq = 0, heads = 0;
-  int threads = 0;
+  int64_t threads = ModelFlags::kUnset;
 };
 }  // namespace
 
@@ -38,13 +38,15 @@ void add_grads(CLI::App& root) {
       ->check(CLI::IsMember({"naive", "flash"}))
       ->capture_default_str();
   app->add_option("--heads", f.heads, "Attention heads of a LLaMA .safetensors file without config.json");
-  app->add_option("--threads", f.threads, "OpenMP threads (default: all cores)");
-  app->callback([flags]() {
+  app->add_option("--threads", f.threads, "OpenMP threads, 1 to " + std::to_string(max_threads()) +
+                                            " (default: all cores)");
+  app->callback([flags, app]() {
     GradsFlags& f = *flags;
     const char* usage = "remat grads --init-from MODEL --data TOKENS --batch B --seq T --out GRADS.safetensors";
     if (f.init_from.empty()) throw Error("cli", "remat grads needs --init-from", usage);
     if (f.data.empty()) throw Error("cli", "remat grads needs --data", usage);
     if (f.out.empty()) throw Error("cli", "remat grads needs --out", usage);
+    if (app->get_option("--threads")->count() > 0) check_threads(f.threads);
     ModelFlags threads;
     threads.threads = f.threads;
     threads.apply_threads();

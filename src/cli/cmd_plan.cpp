@@ -1,6 +1,7 @@
 // remat plan: the memory/compute frontier of a config, and the best plan under a byte budget.
 // Runs nothing, so it prices models far larger than this machine can train.
 #include <cstdio>
+#include <optional>
 
 #include "cli/flags.h"
 #include "planner/planner.h"
@@ -14,7 +15,7 @@ namespace remat::cli {
 namespace {
 struct PlanFlags {
   ModelFlags model;
-  int64_t batch = 8;
+  int64_t batch = 8, micro_batch = 0;
   std::string budget;
   std::vector<std::string> strategies;
   std::string policy = "none";
@@ -67,7 +68,7 @@ void print_terms(const planner::StepTrace& tr, const Model& model, const std::st
                 "size, 256 MiB in bf16. L|x| at B=8: 16 GiB fp32 (the textbook's ~16 GB)\n",
                 b * s * h / 1e6, (long long)tr.B, (long long)tr.T, format_bytes(size_t(x_fp32)).c_str(),
                 format_bytes(size_t(x16)).c_str());
-    std::printf("  self-test (b), scores per block hT^2 = 32 x 4096^2 = 5.4e8 entries (~1 GB bf16) per sequence, x32 "
+    std::printf("  attention scores per block hT^2 = 32 x 4096^2 = 5.4e8 entries (~1 GB bf16) per sequence, x32 "
                 "blocks ~ 32 GB: remat at B=%lld, T=%lld keeps %s of T x T terms per block (fp32), %s in all\n",
                 (long long)tr.B, (long long)tr.T, format_bytes(size_t(quadratic)).c_str(),
                 format_bytes(size_t(quadratic * double(c.L))).c_str());
@@ -83,30 +84,43 @@ void add_plan(CLI::App& root) {
   CLI::App* app = root.add_subcommand("plan", "Predict activation memory and recompute for strategies, print the "
                                               "frontier, or pick the plan with least recompute under --budget");
   PlanFlags& f = *flags;
-  f.model.add_to(*app, "small");
-  app->add_option("--batch", f.batch, "B: sequences per forward (the micro-batch)")->capture_default_str();
-  app->add_option("--budget", f.budget, "Activation byte budget (e.g. 300MiB): print the best plan for it");
+  f.model.add_to(*app, kDefaultPreset);
+  app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
+  app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward, whose activations are planned "
+                                                   "(default: b = B)");
+  app->add_option("--budget", f.budget, std::string("Activation byte budget of one micro-batch, e.g. 300MiB: print "
+                                                    "the best plan for it and the remat train command that runs it; ") +
+                                            kByteUnitsHelp);
   app->add_option("--recompute", f.strategies, "Price these strategies instead of the frontier");
-  app->add_option("--policy", f.policy, "Selective recomputation inside stored blocks: none | selective | gelu | norms")
+  app->add_option("--policy", f.policy, "Selective recomputation inside stored blocks, a preset of the model: none | "
+                                        "selective | gelu | norms (GPT-2) | swiglu | norms (LLaMA)")
       ->capture_default_str();
   app->add_option("--segment-replay", f.segment_replay, "With --recompute: how segments are replayed, boundaries "
                                                        "(least memory) or internals (least compute)")
       ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
   app->add_flag("--json", f.json, "JSON output");
-  app->callback([flags]() {
+  app->callback([flags, app]() {
     PlanFlags& f = *flags;
+    f.model.apply_threads();  // plan runs no kernel, but a bad --threads is still refused
+    std::optional<size_t> budget;  // parsed first: a bad budget is a flag error, whatever the model
+    const CLI::Option* budget_opt = app->get_option_no_throw("--budget");
+    if (budget_opt && budget_opt->count() > 0) budget = parse_bytes(f.budget, "--budget");
     ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
-    if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 8");
-    check_sizes(cfg, f.batch, T, 0.0);  // plan runs nothing: any size that does not overflow
+    if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 8");
+    const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
+    if (micro <= 0 || f.batch % micro != 0)
+      throw Error("cli", "--micro-batch " + std::to_string(micro) + " does not divide --batch " + std::to_string(f.batch),
+                  "pick a divisor of the batch, e.g. --micro-batch " + std::to_string(f.batch / 2 > 0 ? f.batch / 2 : 1));
+    check_sizes(cfg, micro, T, 0.0);  // plan runs nothing: any size that does not overflow
     const int L = int(cfg.L);
     const auto model = planner::shape_only_model(cfg);
     const NamePolicy policy = model->policy(f.policy);
     const autograd::Policy* pol = policy.keeps_all() ? nullptr : &policy;
-    const planner::StepTrace trace = planner::trace_step(*model, f.batch, T, pol);
+    const planner::StepTrace trace = planner::trace_step(*model, micro, T, pol);
     std::vector<planner::Plan> plans;
-    if (!f.budget.empty()) {
-      plans.push_back(planner::best_plan(trace, parse_bytes(f.budget, "--budget")));
+    if (budget) {
+      plans.push_back(planner::best_plan(trace, *budget));
     } else if (!f.strategies.empty()) {
       for (auto& s : f.strategies) {
         StrategySpec spec = parse_strategy(s, L, false, f.segment_replay == "internals");
@@ -117,11 +131,12 @@ void add_plan(CLI::App& root) {
       plans = planner::frontier(trace);
     }
     // After planning, so that a refused budget prints nothing but its error.
-    if (!f.json) print_terms(pol ? planner::trace_step(*model, f.batch, T) : trace, *model, f.model.preset);
+    if (!f.json) print_terms(pol ? planner::trace_step(*model, micro, T) : trace, *model, f.model.preset);
     nlohmann::json rows = nlohmann::json::array();
     if (!f.json)
-      std::printf("remat plan: %s, B=%lld, T=%lld; |x| = %s, one block's internals = %s\n%-28s %14s %10s %12s %10s\n",
-                  cfg.describe().c_str(), (long long)f.batch, (long long)T,
+      std::printf("remat plan: %s, B=%lld (micro-batch %lld), T=%lld; |x| = %s, one block's internals = %s\n"
+                  "%-28s %14s %10s %12s %10s\n",
+                  cfg.describe().c_str(), (long long)f.batch, (long long)micro, (long long)T,
                   format_bytes(plans[0].memory.boundary_bytes).c_str(), format_bytes(plans[0].memory.block_bytes).c_str(),
                   "strategy", "activation", "overhead", "recomputes", "fwd-eq");
     for (const auto& p : plans) {
@@ -138,10 +153,11 @@ void add_plan(CLI::App& root) {
       }
     }
     if (f.json) std::printf("%s\n", rows.dump(2).c_str());
-    else if (!f.budget.empty())
-      std::printf("use: remat train --recompute %s%s%s\n", plans[0].spec.base_label().c_str(),
-                  plans[0].spec.replay_internals ? " --segment-replay internals" : "",
-                  pol ? (" --policy " + f.policy).c_str() : "");
+    else if (budget)  // a complete command: pasted, it trains the model that was planned, as planned
+      std::printf("use: remat train%s --batch %lld --micro-batch %lld --recompute %s --segment-replay %s --policy %s\n",
+                  f.model.command_line(T).c_str(), (long long)f.batch, (long long)micro,
+                  plans[0].spec.base_label().c_str(), plans[0].spec.replay_internals ? "internals" : "boundaries",
+                  f.policy.c_str());
   });
 }
 

@@ -15,7 +15,7 @@ struct TraceFlags {
   std::string recompute = "block";
   bool recompute_last = false;
   std::string segment_replay = "boundaries";
-  int64_t batch = 1;
+  int64_t batch = 8, micro_batch = 0;
 };
 }  // namespace
 
@@ -24,23 +24,29 @@ void add_trace(CLI::App& root) {
   CLI::App* app = root.add_subcommand("trace", "Print the event order of one training step: every forward, "
                                                "recompute and backward, block by block");
   TraceFlags& f = *flags;
-  f.model.add_to(*app, "tiny");
+  f.model.add_to(*app, kDefaultPreset);
   app->add_option("--recompute", f.recompute, "Strategy: none | all | block | sqrt | uniform:K | segments:a,b,...")
       ->capture_default_str();
   app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
   app->add_option("--segment-replay", f.segment_replay, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")
       ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
-  app->add_option("--batch", f.batch, "Sequences in the traced step")->capture_default_str();
+  app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
+  app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default: b = B); one micro-step is "
+                                                   "traced, the other B/b - 1 repeat its events");
   app->callback([flags]() {
     TraceFlags& f = *flags;
     f.model.apply_threads();
     ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
-    if (f.batch <= 0) throw Error("cli", "--batch must be positive", "e.g. --batch 1");
-    check_sizes(cfg, f.batch, T, 8.0);
+    if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 8");
+    const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
+    if (micro <= 0 || f.batch % micro != 0)
+      throw Error("cli", "--micro-batch " + std::to_string(micro) + " does not divide --batch " + std::to_string(f.batch),
+                  "pick a divisor of the batch, e.g. --micro-batch " + std::to_string(f.batch / 2 > 0 ? f.batch / 2 : 1));
+    check_sizes(cfg, micro, T, 8.0);
     StrategySpec spec = parse_strategy(f.recompute, int(cfg.L), f.recompute_last, f.segment_replay == "internals");
     const auto model = make_model(cfg);
-    std::vector<int32_t> in(size_t(f.batch * T)), tg(in.size());
+    std::vector<int32_t> in(size_t(micro * T)), tg(in.size());
     std::mt19937 gen(1);
     for (auto& t : in) t = int32_t(gen() % uint32_t(cfg.V));
     for (auto& t : tg) t = int32_t(gen() % uint32_t(cfg.V));
@@ -51,11 +57,16 @@ void add_trace(CLI::App& root) {
       std::printf("%3d  %-52s activations live %10s\n", ++n, e.c_str(),
                   format_bytes(Allocator::global().active_activation()).c_str());
     };
-    std::printf("trace of one step: %s, strategy %s%s\n", cfg.describe().c_str(), spec.label().c_str(),
-                spec.recompute_last ? " (recompute-last)" : "");
+    std::printf("trace of one step: %s, strategy %s%s, batch %lld", cfg.describe().c_str(), spec.label().c_str(),
+                spec.recompute_last ? " (recompute-last)" : "", (long long)f.batch);
+    if (micro == f.batch)
+      std::printf(", seq %lld\n", (long long)T);
+    else
+      std::printf(" = %lld micro-batches of %lld, seq %lld; micro-step 1 of %lld (the others repeat its events)\n",
+                  (long long)(f.batch / micro), (long long)micro, (long long)T, (long long)(f.batch / micro));
     StepMeasure m;
-    forward_backward(*model, MicroBatch{in, tg, f.batch, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
-    const auto p = planner::simulate_memory(planner::trace_step(*model, f.batch, T), so.schedule);
+    forward_backward(*model, MicroBatch{in, tg, micro, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
+    const auto p = planner::simulate_memory(planner::trace_step(*model, micro, T), so.schedule);
     // How often each block's forward ran (first pass and recomputes), from the schedule.
     std::vector<int> runs(size_t(cfg.L), 0);
     for (const Action& a : so.schedule)

@@ -157,6 +157,12 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   check("--clip", o.clip, ck.clip);
   check("--seed", o.seed, ck.seed);
   check("--data-format", o.data_format, ck.data_format);
+  check("--val-fraction", o.val_fraction, ck.val_fraction);  // agree trivially unless the checkpoint records them
+  if (given("--val-data") && o.val_data != ck.val_data) {
+    std::error_code ec;
+    if (ck.val_data.empty() || !fs::exists(o.val_data, ec) || !fs::equivalent(o.val_data, ck.val_data, ec))
+      refuse("--val-data", "'" + o.val_data + "'", ck.val_data.empty() ? "no --val-data" : "'" + ck.val_data + "'");
+  }
   if (given("--data")) {
     std::error_code ec;
     const bool same = !ck.data.empty() && fs::exists(o.data, ec) && fs::exists(ck.data, ec) && fs::equivalent(o.data, ck.data, ec);
@@ -174,11 +180,16 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   }
   // --steps may be raised (the cosine schedule then stretches over the new length from here on).
   if (given("--steps")) {
-    if (o.steps < st.step)
-      throw Error("train", "--steps " + std::to_string(o.steps) + " is below the checkpoint's step " +
-                               std::to_string(st.step) + " ('" + dir + "')",
-                  "give --steps " + std::to_string(st.step) + " or more to continue");
+    if (o.steps <= st.step)
+      throw Error("train", "--steps " + std::to_string(o.steps) +
+                               (o.steps < st.step ? " is below the checkpoint's step " : " is the checkpoint's step ") +
+                               std::to_string(st.step) + " ('" + dir + "'): nothing to train",
+                  "give --steps " + std::to_string(st.step + 1) + " or more to continue");
     ck.steps = o.steps;
+  } else if (ck.steps <= st.step) {
+    throw Error("train", "the checkpoint '" + dir + "' is at step " + std::to_string(st.step) + " of " +
+                             std::to_string(ck.steps) + ": the run is complete",
+                "raise --steps above " + std::to_string(st.step) + " to train further");
   }
   // Checkpoints continue into the checkpoint's save dir, every --save-every (the run's unless given).
   if (given("--save-every")) ck.save_every = o.save_every;
@@ -203,14 +214,20 @@ void add_train(CLI::App& root) {
   auto flags = std::make_shared<TrainFlags>();
   CLI::App* app = root.add_subcommand("train", "Train a GPT and print the memory/compute report");
   TrainFlags& f = *flags;
-  f.model.add_to(*app, "shakespeare");
+  f.model.add_to(*app, kDefaultPreset);
   app->add_option("--data", f.o.data, "Training data: a text file (byte-level), a raw uint16 .bin token "
                                       "file (nanoGPT) or an llm.c token file (v1 uint16, v2 uint32); default: the "
                                       "built-in Shakespeare corpus");
-  app->add_option("--data-format", f.o.data_format, "How to read --data: auto (llm.c files by their magic, other "
-                                                    "*.bin as raw uint16, the rest as byte-level text), text, u16, "
-                                                    "llmc")->capture_default_str();
-  app->add_option("--steps", f.o.steps, "Optimizer steps")->capture_default_str();
+  app->add_option("--data-format", f.o.data_format, "How to read --data and --val-data: auto (llm.c files by their "
+                                                    "magic, other *.bin as raw uint16, the rest as byte-level text), "
+                                                    "text, u16, llmc")->capture_default_str();
+  app->add_option("--val-data", f.o.val_data, "Validation data (nanoGPT's val.bin; the same formats as --data): "
+                                              "all of --data then trains (default: the last --val-fraction of --data "
+                                              "validates)");
+  app->add_option("--val-fraction", f.o.val_fraction, "Without --val-data: the fraction of --data held out at its "
+                                                      "end for validation, between 0 and 1")->capture_default_str();
+  app->add_option("--steps", f.o.steps, "Optimizer steps, at least 1 (0 only with --init-from: evaluate the "
+                                        "weights, no training, no memory report)")->capture_default_str();
   app->add_option("--batch", f.o.batch, "B: sequences per optimizer step")->capture_default_str();
   app->add_option("--micro-batch", f.o.micro_batch, "b: sequences per forward; B/b micro-steps accumulate gradients "
                                                      "(default: b = B)");
@@ -218,7 +235,7 @@ void add_train(CLI::App& root) {
   app->add_option("--warmup", f.o.warmup, "Warmup steps")->capture_default_str();
   app->add_option("--weight-decay", f.o.weight_decay, "AdamW weight decay (2-D weights only)")->capture_default_str();
   app->add_option("--clip", f.o.clip, "Clip the global gradient norm to this (0: off)")->capture_default_str();
-  app->add_option("--seed", f.o.seed, "Seed for init, batches and dropout")->capture_default_str();
+  add_seed_option(*app, f.o.seed, "Seed for init, batches and dropout (0 to 2^63-1)");
   app->add_option("--eval-every", f.o.eval_every, "Validate every N steps (0: only at the end)")->capture_default_str();
   app->add_option("--eval-batches", f.o.eval_batches, "Batches per validation")->capture_default_str();
   app->add_option("--sample-tokens", f.o.sample_tokens, "Tokens to sample at the end (0: none)")->capture_default_str();
@@ -246,10 +263,18 @@ void add_train(CLI::App& root) {
   app->add_flag("--determinism-check", f.o.check_determinism,
                 "Compare every recomputed tensor with the original forward; fail on the first difference");
   app->add_flag("--debug-break-replay", f.o.break_replay,
-                "Debugging: draw a fresh dropout stream on recompute (the spec's section 9 failure)");
-  app->add_option("--memory-limit", f.memory_limit, "Hard limit on all accounted bytes (e.g. 2GiB)");
+                "Debugging: draw a fresh dropout stream on recompute (a replay that is not exact, which "
+                "--determinism-check catches)");
+  app->add_option("--memory-limit", f.memory_limit, std::string("Hard limit on all accounted bytes, e.g. 2GiB, 1.5G, "
+                                                                "3GB; ") + kByteUnitsHelp + " (default: no limit)");
   app->add_flag("--no-progress", f.no_progress, "No progress line on stderr");
+  app->add_option("--progress-every", f.o.progress_every, "When stderr is not a terminal (a log file, a pipe): a "
+                                                          "progress line at least every this many seconds, besides "
+                                                          "the evaluations (0: every step)")->capture_default_str();
   app->add_option("--report-json", f.report_json, "Also write the report as JSON to this file");
+  app->add_flag("--compare-none")->description("After training, time a few steps of store-everything (strategy none) and of this "
+                                  "run's strategy on the same batches, in fresh trainers (the run's weights and losses "
+                                  "are untouched), for the report's measured step-time overhead");
   app->add_option("--save-dir", f.o.save_dir, "Write training checkpoints (weights, AdamW moments, step, options) "
                                               "into DIR/step-NNNNNN folders: every --save-every steps, at the end "
                                               "and when interrupted");
@@ -266,6 +291,26 @@ void add_train(CLI::App& root) {
     TrainFlags& f = *flags;
     install_signal_handlers();  // first: before any thread is created
     f.model.apply_threads();
+    auto given = [&](const char* name) {
+      const CLI::Option* op = app->get_option_no_throw(name);
+      return op && op->count() > 0;
+    };
+    // --steps 0 only evaluates --init-from weights: without them it would report on a run that never ran.
+    if (f.o.steps < 1 && !(f.o.steps == 0 && !f.o.init_from.empty()) && (f.o.resume.empty() || given("--steps")))
+      throw Error("train", "--steps must be at least 1, got " + std::to_string(f.o.steps),
+                  "e.g. --steps 200 (--steps 0 only with --init-from, to evaluate weights)");
+    if (f.o.steps == 0 && !f.report_json.empty())
+      throw Error("train", "--report-json needs at least one step (--steps 0 has no memory report)",
+                  "give --steps 1 or more, or drop --report-json");
+    if (f.o.steps == 0 && given("--compare-none"))
+      throw Error("train", "--compare-none needs at least one step (--steps 0 has no memory report)",
+                  "give --steps 1 or more, or drop --compare-none");
+    if (given("--val-data") && f.o.val_data.empty())
+      throw Error("train", "--val-data is empty", "give a file, e.g. --val-data val.bin");
+    if (given("--val-data") && given("--val-fraction"))
+      throw Error("train", "--val-data and --val-fraction cannot be combined",
+                  "--val-data validates on its own file (all of --data trains); --val-fraction splits --data");
+    if (given("--memory-limit")) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
     if (!f.o.resume.empty()) {
       merge_resume(*app, f.model, f.o);
     } else {
@@ -276,7 +321,6 @@ void add_train(CLI::App& root) {
     check_sizes(f.o.model, f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch, f.o.seq, 16.0);
     // Fail now, not after the whole run, when an output cannot be written.
     check_outputs(f.o, f.report_json);
-    if (!f.memory_limit.empty()) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
     f.o.progress = !f.no_progress;
     f.o.stop = &g_stop_signal;
     Trainer t(f.o);
@@ -305,9 +349,15 @@ void add_train(CLI::App& root) {
     if (!s.checkpoint.empty()) std::printf("checkpoint written to %s\n", s.checkpoint.c_str());
     std::printf("val loss %.4f -> %.4f nats/token; last step %.0f tokens/s\n", s.first_val, s.last_val, s.tokens_per_s);
     if (!s.sample.empty()) std::printf("sample:\n%s\n", s.sample.c_str());
+    if (s.steps_done == s.start_step) {  // --steps 0: evaluation only, no step to report on
+      std::printf("no training step ran (--steps 0): no memory report\n");
+      if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
+      return;
+    }
     ReportInput ri{&t.model(), f.o.micro_batch ? f.o.micro_batch : f.o.batch, f.o.seq,
                    f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch), t.strategy(), s.measure,
                    t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
+    if (given("--compare-none")) compare_against_none(ri, f.o);  // measured step times, into the report
     std::printf("%s", memory_report(ri).c_str());
     if (!f.report_json.empty()) {
       nlohmann::json j = report_json(ri);

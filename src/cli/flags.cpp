@@ -4,9 +4,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <thread>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -16,6 +21,7 @@
 namespace remat::cli {
 
 void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
+  app_ = &app;
   preset = default_preset;
   std::string names;
   for (auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -27,7 +33,7 @@ void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
   app.add_option("--heads", NH, "NH: attention heads (must divide C)");
   app.add_option("--kv-heads", KVH, "KVH: key/value heads of grouped-query attention (LLaMA; must divide --heads)");
   app.add_option("--hidden", hidden, "MLP hidden size (default: GPT-2 4C, LLaMA about 8C/3)");
-  app.add_option("--rope-theta", rope_theta, "LLaMA's rotary embedding base (default 10000)");
+  app.add_option("--rope-theta", rope_theta, "LLaMA's rotary embedding base (default 10000; LLaMA only)");
   app.add_option("--seq", T, "T: sequence length of a batch (also the block size unless --block-size)");
   app.add_option("--vocab", V, "V: vocabulary size (256 for byte-level text)");
   app.add_option("--block-size", block_size, "Longest sequence the model accepts (GPT-2's wpe rows, LLaMA's positions)");
@@ -36,7 +42,37 @@ void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
   app.add_option("--attention", attention, "Attention kernel: naive (materialises T x T) or flash")
       ->check(CLI::IsMember({"naive", "flash"}))
       ->capture_default_str();
-  app.add_option("--threads", threads, "OpenMP threads (default: all cores)");
+  app.add_option("--threads", threads, "OpenMP threads, 1 to " + std::to_string(max_threads()) +
+                                          " (4x this machine's hardware threads; default: all cores)");
+}
+
+bool ModelFlags::given(const std::string& flag) const {
+  const CLI::Option* o = app_ ? app_->get_option_no_throw(flag) : nullptr;
+  return o && o->count() > 0;
+}
+
+void ModelFlags::check_given() const {
+  // A flag given with the sentinel itself (e.g. --layers -9223372036854775808) is not "unset".
+  for (const auto& [flag, v] : {std::pair<const char*, int64_t>{"--layers", L}, {"--channels", C}, {"--heads", NH},
+                                {"--kv-heads", KVH}, {"--hidden", hidden}, {"--seq", T}, {"--vocab", V},
+                                {"--block-size", block_size}})
+    if (given(flag) && v == kUnset)
+      throw Error("config", std::string(flag) + " must be positive, got " + std::to_string(v),
+                  std::string("pass ") + flag + " 1 or more");
+  // Explicit values that 0 would otherwise turn into a default, or that another flag would be blamed for.
+  if (block_size != kUnset && block_size <= 0)
+    throw Error("config", "--block-size must be positive, got " + std::to_string(block_size),
+                "e.g. --block-size 256, or omit it to use --seq (or the preset's)");
+  if (T != kUnset && T <= 0)
+    throw Error("config", "--seq must be positive, got " + std::to_string(T), "pass --seq 1 or more");
+  if (KVH != kUnset && KVH <= 0)
+    throw Error("config", "--kv-heads must be positive, got " + std::to_string(KVH),
+                "e.g. --kv-heads 2, or omit it for as many key/value heads as --heads");
+  if (hidden != kUnset && hidden <= 0)
+    throw Error("config", "--hidden must be positive, got " + std::to_string(hidden),
+                "e.g. --hidden 704, or omit it for the architecture's default MLP width");
+  if (given("--rope-theta") && !(rope_theta > 0.0f && std::isfinite(rope_theta)))
+    throw Error("config", "--rope-theta must be a positive number", "LLaMA uses 10000, LLaMA 3 500000");
 }
 
 void ModelFlags::apply(ModelConfig& c) const {
@@ -52,13 +88,20 @@ void ModelFlags::apply(ModelConfig& c) const {
   else if (NH != kUnset && NH > 0 && c.KVH > 0 && NH % c.KVH != 0) c.KVH = 0;  // the preset's KVH no longer divides
   if (hidden != kUnset) c.hidden = hidden;
   else if (C != kUnset) c.hidden = 0;  // the MLP width follows the channels
-  if (rope_theta != -1) c.rope_theta = rope_theta;
+  if (given("--rope-theta")) {
+    if (c.arch != Arch::Llama)
+      throw Error("config", "--rope-theta is for LLaMA's rotary embeddings; " + std::string(arch_name(c.arch)) +
+                                " has learned positions",
+                  "drop --rope-theta, or use --arch llama (or a llama-* preset)");
+    c.rope_theta = rope_theta;
+  }
   if (V != kUnset) c.V = V;
   c.dropout = dropout;
   c.attention = attention == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
 }
 
 ModelConfig ModelFlags::config() const {
+  check_given();
   ModelConfig c = preset.empty() ? ModelConfig{} : remat::preset(preset);
   apply(c);
   if (T != kUnset) c.T = T;
@@ -71,12 +114,11 @@ ModelConfig ModelFlags::config() const {
 }
 
 ModelConfig ModelFlags::config_for_file(const std::string& path) const {
+  check_given();
   const ModelConfig fc = read_config(path, NH != kUnset ? NH : 0);
   ModelConfig c = preset_option && preset_option->count() > 0 ? remat::preset(preset) : fc;
   apply(c);
   c.T = block_size != kUnset ? block_size : fc.T;
-  if (T != kUnset && T <= 0)
-    throw Error("config", "--seq must be positive, got " + std::to_string(T), "pass --seq 1 or more");
   if (T != kUnset && T > c.T)
     throw Error("config",
                 "--seq " + std::to_string(T) + " is above the block size " + std::to_string(c.T) +
@@ -142,29 +184,128 @@ void check_output_path(const std::string& path, const std::string& flag) {
                 "give a path inside a directory");
 }
 
-void ModelFlags::apply_threads() const {
-  if (threads < 0) throw Error("cli", "--threads must be positive", "e.g. --threads 2");
-  if (threads > 0) omp_set_num_threads(threads);
+int64_t max_threads() {
+  const int64_t hw = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
+  return std::min<int64_t>(1024, 4 * hw);
 }
 
-size_t parse_bytes(const std::string& text, const std::string& flag) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    used = 0;
+void check_threads(int64_t n, const std::string& flag) {
+  const int64_t hw = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
+  if (n < 1)
+    throw Error("cli", flag + " must be at least 1, got " + std::to_string(n),
+                "e.g. " + flag + " " + std::to_string(hw) + ", or omit it to use all cores");
+  if (n > max_threads())
+    throw Error("cli",
+                flag + " " + std::to_string(n) + " is above " + std::to_string(max_threads()) + " (4x the " +
+                    std::to_string(hw) + " hardware threads of this machine)",
+                "e.g. " + flag + " " + std::to_string(hw) + ", or omit it to use all cores");
+}
+
+void ModelFlags::apply_threads() const {
+  if (threads == kUnset && !given("--threads")) return;
+  check_threads(threads);
+  omp_set_num_threads(int(threads));
+}
+
+std::string ModelFlags::command_line(int64_t seq) const {
+  auto quoted = [](const std::string& v) {
+    bool plain = !v.empty();
+    for (char ch : v)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || std::string("._:,+-/=").find(ch) != std::string::npos))
+        plain = false;
+    if (plain) return v;
+    std::string q = "'";
+    for (char ch : v) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
+  std::string s = " --preset " + quoted(preset);
+  for (const char* flag : {"--arch", "--layers", "--channels", "--heads", "--kv-heads", "--hidden", "--rope-theta",
+                           "--vocab", "--block-size", "--dropout", "--attention"}) {
+    const CLI::Option* o = app_ ? app_->get_option_no_throw(flag) : nullptr;
+    if (o && o->count() > 0 && !o->results().empty()) s += std::string(" ") + flag + " " + quoted(o->results().back());
   }
-  std::string unit = text.substr(used);
-  double mult = 0;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "k" || unit == "K" || unit == "KiB" || unit == "KB") mult = 1024.0;
-  else if (unit == "M" || unit == "MiB" || unit == "MB") mult = 1024.0 * 1024.0;
-  else if (unit == "G" || unit == "GiB" || unit == "GB") mult = 1024.0 * 1024.0 * 1024.0;
-  else if (unit == "T" || unit == "TiB" || unit == "TB") mult = 1024.0 * 1024.0 * 1024.0 * 1024.0;
-  if (used == 0 || mult == 0 || !(v > 0) || !std::isfinite(v))
-    throw Error("cli", flag + " '" + text + "' is not a byte size", "write e.g. " + flag + " 512MiB or " + flag + " 2GiB");
-  return size_t(v * mult);
+  return s + " --seq " + std::to_string(seq);
+}
+
+uint64_t parse_seed(const std::string& text, const std::string& flag) {
+  const std::string hint = "e.g. " + flag + " 1337 (0 to 9223372036854775807)";
+  if (text.empty()) throw Error("cli", flag + " is empty", hint);
+  if (text[0] == '-')
+    throw Error("cli", flag + " " + text + " is negative; seeds are 0 to 2^63-1", hint);
+  uint64_t v = 0;
+  for (char ch : text) {
+    if (!std::isdigit(static_cast<unsigned char>(ch)))
+      throw Error("cli", flag + " '" + text + "' is not a whole number", hint);
+    const uint64_t d = uint64_t(ch - '0');
+    if (v > (uint64_t(INT64_MAX) - d) / 10)
+      throw Error("cli", flag + " " + text + " is above 2^63-1 = 9223372036854775807", hint);
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help) {
+  return app.add_option_function<std::string>("--seed", [&seed](const std::string& v) { seed = parse_seed(v, "--seed"); },
+                                              help)
+      ->default_str(std::to_string(seed));
+}
+
+const char* const kByteUnitsHelp =
+    "K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024 (3G = 3GiB), kB/MB/GB/TB powers of 1000 (3GB = 3e9 bytes)";
+
+size_t parse_bytes(const std::string& text, const std::string& flag) {
+  const std::string example = "write e.g. " + flag + " 512MiB or " + flag + " 3GiB; " + kByteUnitsHelp;
+  const std::string shown = flag + " '" + text + "'";
+  size_t i = 0, n = text.size();
+  auto space = [&](size_t k) { return k < n && std::isspace(static_cast<unsigned char>(text[k])); };
+  auto digit = [&](size_t k) { return k < n && std::isdigit(static_cast<unsigned char>(text[k])); };
+  while (space(i)) ++i;
+  while (n > i && space(n - 1)) --n;
+  if (i == n) throw Error("cli", flag + " is empty", example);
+  if (text[i] == '-') throw Error("cli", shown + " is negative: a byte size must be positive", example);
+  if (text[i] == '+') ++i;
+  // The number: digits[.digits][e[+-]digits], read exactly into a long double.
+  const size_t num_begin = i;
+  while (digit(i)) ++i;
+  size_t int_end = i;
+  if (i < n && text[i] == '.') {
+    ++i;
+    while (digit(i)) ++i;
+  }
+  const bool has_digits = int_end > num_begin || i > int_end + 1;
+  if (!has_digits) throw Error("cli", shown + " is not a byte size", example);
+  if (i < n && (text[i] == 'e' || text[i] == 'E') &&
+      (digit(i + 1) || ((i + 1 < n && (text[i + 1] == '+' || text[i + 1] == '-')) && digit(i + 2)))) {
+    i += 2;
+    while (digit(i)) ++i;
+  }
+  const std::string number = text.substr(num_begin, i - num_begin);
+  while (space(i)) ++i;
+  std::string unit;
+  for (size_t k = i; k < n; ++k) unit += char(std::tolower(static_cast<unsigned char>(text[k])));
+  long double mult = 0;
+  const char* prefixes = "kmgt";
+  if (unit.empty() || unit == "b") {
+    mult = 1;
+  } else if (const char* p = unit.size() <= 3 ? std::strchr(prefixes, unit[0]) : nullptr; p && *p) {
+    const int power = int(p - prefixes) + 1;
+    const std::string rest = unit.substr(1);
+    if (rest.empty() || rest == "ib") mult = std::pow(1024.0L, power);
+    else if (rest == "b") mult = std::pow(1000.0L, power);
+  }
+  if (mult == 0)
+    throw Error("cli", shown + " has an unknown unit '" + text.substr(i, n - i) + "'", example);
+  const long double v = std::strtold(number.c_str(), nullptr);
+  const long double bytes = v * mult;
+  const long double max_bytes = std::ldexp(1.0L, 62);
+  if (!std::isfinite(bytes) || bytes > max_bytes)
+    throw Error("cli", shown + " is larger than any machine (more than 2^62 bytes)", example);
+  if (bytes == 0) throw Error("cli", shown + " is zero: a byte size must be positive",
+                              flag == "--memory-limit" ? "omit --memory-limit for no limit; " + example : example);
+  if (bytes < 1 || (mult == 1 && bytes != std::floor(bytes)))
+    throw Error("cli", shown + " is a fraction of a byte",
+                "did you mean " + flag + " " + number + "GiB? " + example);
+  return size_t(std::llround(bytes));
 }
 
 }  // namespace remat::cli

@@ -8,16 +8,20 @@
 
 namespace remat::cli {
 
+// The model train, bench, plan and trace build when no --preset is given: one default, so that their
+// commands paste into each other.
+inline constexpr const char* kDefaultPreset = "shakespeare";
+
 struct ModelFlags {
   // kUnset: not given (the preset's value). Any given value is validated, -1 included.
   static constexpr int64_t kUnset = INT64_MIN;
   std::string preset, arch;
   int64_t L = kUnset, C = kUnset, NH = kUnset, KVH = kUnset, hidden = kUnset, T = kUnset, V = kUnset,
           block_size = kUnset;
-  float rope_theta = -1;
+  float rope_theta = 10000.0f;  // used only when --rope-theta is given
   float dropout = 0;
   std::string attention = "naive";
-  int threads = 0;
+  int64_t threads = kUnset;  // kUnset: OpenMP's default (all cores)
   CLI::Option* preset_option = nullptr;  // to tell an explicit --preset from the default
   // Registers --preset, --arch, --layers, --channels, --heads, --kv-heads, --hidden, --rope-theta,
   // --seq, --vocab, --block-size, --dropout, --attention, --threads on `app`.
@@ -31,14 +35,42 @@ struct ModelFlags {
   ModelConfig config_for_file(const std::string& path) const;
   // Sequence length used for batches.
   int64_t seq(const ModelConfig& c) const { return T != kUnset ? T : c.T; }
+  // Sets OpenMP's thread count from --threads (1 .. max_threads()), or leaves OpenMP's default.
   void apply_threads() const;
+  // The model flags of a `remat train` command that builds this model at sequence length `seq`:
+  // " --preset P" (always), every other model flag given, as typed (--threads excepted), and " --seq T".
+  std::string command_line(int64_t seq) const;
+  // Was `flag` given on the command line (add_to's app)?
+  bool given(const std::string& flag) const;
 
  private:
   void apply(ModelConfig& c) const;  // the explicit architecture flags over c
+  void check_given() const;          // explicit values that no config can mean (--block-size 0, ...)
+  CLI::App* app_ = nullptr;
 };
 
-// "2GiB", "1.5G", "512MiB", "64k", "1000000" -> bytes. Throws remat::Error on anything else.
+// The most --threads accepts: 4x this machine's hardware threads, at most 1024.
+int64_t max_threads();
+// --threads N: throws remat::Error("cli") unless 1 <= N <= max_threads().
+void check_threads(int64_t n, const std::string& flag = "--threads");
+
+// A seed as typed: decimal digits, 0 .. 2^63-1. Throws remat::Error naming `flag` otherwise
+// (negative numbers, signs, garbage, values above 2^63-1).
+uint64_t parse_seed(const std::string& text, const std::string& flag);
+// Registers `flag` as a seed option that parses with parse_seed into `seed` (its value the default).
+CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);
+
+// A byte count as typed for --memory-limit and --budget. A number (digits, an optional fraction and
+// an optional exponent: 1.5, 3e9), optional spaces, then an optional unit, case-insensitive:
+//   B or none: bytes;
+//   K, M, G, T and KiB, MiB, GiB, TiB: binary, 2^10, 2^20, 2^30, 2^40 (3g = 3GiB = 3 x 2^30 bytes);
+//   kB, MB, GB, TB: decimal, 10^3, 10^6, 10^9, 10^12 (3GB = 3 x 10^9 bytes).
+// Fractions of the unit round to the nearest byte (1.5G). Throws remat::Error("cli") naming `flag`,
+// with an example, for: an empty text, garbage, a sign, 0, a fraction of a byte (0.5: did you mean
+// 0.5GiB?), and more than 2^62 bytes (larger than any machine).
 size_t parse_bytes(const std::string& text, const std::string& flag);
+// The units parse_bytes accepts, for --help texts.
+extern const char* const kByteUnitsHelp;
 
 // Rejects sizes whose byte counts would overflow (a config error instead of a crash), and, when
 // host_bytes_per_param > 0, models whose parameters (times that many bytes each) exceed this

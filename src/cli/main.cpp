@@ -1,11 +1,164 @@
 // remat: train GPT-style transformers on CPU with planned activation checkpointing.
 #include <CLI/CLI.hpp>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <new>
 #include <string>
+#include <vector>
 
+#include "cli/cmd_sample.h"
 #include "cli/flags.h"
 #include "core/error.h"
+
+#ifndef REMAT_VERSION
+#define REMAT_VERSION "unknown"
+#endif
+
+namespace {
+
+std::string version_text() {
+  std::string s = "remat " REMAT_VERSION;
+#if defined(__clang__)
+  s += "\ncompiler: clang " __clang_version__;
+#elif defined(__GNUC__)
+  s += "\ncompiler: g++ " __VERSION__;
+#endif
+  s += "\nC++ standard: " + std::to_string(__cplusplus);
+  if (const dnnl_version_t* v = dnnl_version())
+    s += "\noneDNN: " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         (v->cpu_runtime == DNNL_RUNTIME_OMP ? " (OpenMP)" : "");
+  return s;
+}
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions: "stesp" -> "steps" is 1).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (size_t i = 1; i <= n; ++i)
+    for (size_t j = 1; j <= m; ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[n][m];
+}
+
+std::string strip_dashes(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && s[i] == '-') ++i;
+  return s.substr(i);
+}
+
+// Every spelling of the options of `app` ("--steps", "-h"), help flags included.
+std::vector<std::string> flag_names(const CLI::App* app) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : app->get_options()) {
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+    for (const std::string& s : o->get_snames()) names.push_back("-" + s);
+  }
+  return names;
+}
+
+const CLI::Option* find_flag(const CLI::App* app, const std::string& name) {
+  for (const CLI::Option* o : app->get_options()) {
+    for (const std::string& l : o->get_lnames())
+      if ("--" + l == name) return o;
+    for (const std::string& s : o->get_snames())
+      if ("-" + s == name) return o;
+  }
+  return nullptr;
+}
+
+// Close spellings of `typed` among `names`: the nearest by edit distance when close enough for the
+// length, else the one name `typed` is a prefix of.
+std::vector<std::string> suggestions(const std::string& typed, const std::vector<std::string>& names) {
+  const std::string t = strip_dashes(typed);
+  if (t.empty()) return {};
+  const size_t limit = t.size() <= 3 ? 1 : t.size() <= 8 ? 2 : 3;
+  size_t best = limit + 1;
+  std::vector<std::string> out;
+  for (const std::string& n : names) {
+    const std::string bare = strip_dashes(n);
+    if (bare.size() == 1 && t.size() > 2) continue;  // no short flag for a long typo
+    const size_t d = edit_distance(t, bare);
+    if (d > limit) continue;
+    if (d < best) {
+      best = d;
+      out = {n};
+    } else if (d == best && std::find(out.begin(), out.end(), n) == out.end()) {
+      out.push_back(n);
+    }
+  }
+  if (!out.empty()) return out;
+  if (t.size() >= 3) {
+    for (const std::string& n : names)
+      if (strip_dashes(n).rfind(t, 0) == 0) out.push_back(n);
+    if (out.size() == 1) return out;
+  }
+  return {};
+}
+
+bool looks_like_number(const std::string& s) {
+  if (s.size() < 2 || s[0] != '-') return false;
+  return std::isdigit(static_cast<unsigned char>(s[1])) || s[1] == '.';
+}
+
+// A leftover argument of `remat <command>`: an unknown flag, or a value that no flag takes.
+int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<std::string>& extras, int argc,
+                 char** argv) {
+  const std::string cmd = "remat " + sub->get_name();
+  for (const std::string& e : extras) {
+    if (e.size() < 2 || e[0] != '-' || looks_like_number(e)) continue;
+    const std::string name = e.substr(0, e.find('='));
+    std::string hint, owners;
+    for (const CLI::App* other : root.get_subcommands({}))
+      if (other != sub && find_flag(other, name))
+        owners += (owners.empty() ? "'remat " : ", 'remat ") + other->get_name() + "'";
+    const auto close = owners.empty() ? suggestions(name, flag_names(sub)) : std::vector<std::string>{};
+    if (!close.empty()) {
+      hint = "did you mean ";
+      for (size_t i = 0; i < close.size(); ++i) hint += (i ? (i + 1 == close.size() ? " or " : ", ") : "") + close[i];
+      hint += "?";
+    } else {
+      hint = owners.empty() ? "run '" + cmd + " --help'"
+                            : name + " is a flag of " + owners + "; run '" + cmd + " --help' for this command's flags";
+    }
+    std::fprintf(stderr, "remat: [cli] unknown flag %s for '%s' (hint: %s)\n", name.c_str(), cmd.c_str(), hint.c_str());
+    return 2;
+  }
+  // Only values left: say which flag they follow, if any.
+  const std::string& stray = extras.front();
+  std::string hint = cmd + " takes only --flags (and their values); run '" + cmd + " --help'";
+  auto option_at = [&](int k) -> const CLI::Option* {
+    if (k < 1) return nullptr;
+    const std::string a = argv[k];
+    return a.size() > 1 && a[0] == '-' && !looks_like_number(a) ? find_flag(sub, a.substr(0, a.find('='))) : nullptr;
+  };
+  for (int i = 2; i < argc; ++i) {
+    if (argv[i] != stray) continue;
+    const std::string prev = argv[i - 1];
+    if (const CLI::Option* o = option_at(i - 1); o && o->get_items_expected_max() == 0) {
+      hint = prev + " is a switch and takes no value; drop '" + stray + "'";
+    } else if (const CLI::Option* o2 = option_at(i - 2);
+               o2 && !option_at(i - 1) && prev.find('=') == std::string::npos && o2->get_items_expected_max() == 1) {
+      hint = std::string(argv[i - 2]) + " takes one value (" + prev + "); quote a value with spaces, or drop '" +
+             stray + "'";
+    } else if (const CLI::Option* o3 = option_at(i - 1); o3 && prev.find('=') != std::string::npos) {
+      hint = prev.substr(0, prev.find('=')) + " takes one value; quote a value with spaces, or drop '" + stray + "'";
+    }
+    break;
+  }
+  std::fprintf(stderr, "remat: [cli] unexpected argument '%s' for '%s' (hint: %s)\n", stray.c_str(), cmd.c_str(),
+               hint.c_str());
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -13,16 +166,20 @@ int main(int argc, char** argv) {
       "Store some activations, recompute the rest, and see to the byte what the trade costs."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Every subcommand's flags");
+  app.set_version_flag("--version", version_text(), "Print remat's version, compiler and oneDNN version, and exit");
   remat::cli::add_train(app);
   remat::cli::add_bench(app);
   remat::cli::add_trace(app);
   remat::cli::add_plan(app);
   remat::cli::add_grads(app);
+  remat::cli::add_sample(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty()) {
@@ -37,14 +194,27 @@ int main(int argc, char** argv) {
                      argv[1][0] == '-' ? "option" : "command", argv[1], commands.c_str());
       return 2;
     }
+    const CLI::App* sub = app.get_subcommands().front();
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      std::vector<std::string> extras = sub->remaining();
+      for (const std::string& x : app.remaining()) extras.push_back(x);
+      if (!extras.empty()) return report_extra(app, sub, extras, argc, argv);
+    }
     const std::string what = e.what();
+    const auto required = what.find(": 1 required ");
+    if (required != std::string::npos && what.find(" missing") != std::string::npos) {  // CLI11: "--steps: 1 required INT missing"
+      const std::string flag = what.substr(0, required);
+      std::fprintf(stderr, "remat: [cli] %s needs a value (hint: e.g. %s VALUE; run 'remat %s --help')\n", flag.c_str(),
+                   flag.c_str(), sub->get_name().c_str());
+      return 2;
+    }
     const auto at_most = what.find(": At Most 1 required but received ");
     if (at_most != std::string::npos) {  // CLI11's words for a flag given twice
       std::fprintf(stderr, "remat: [cli] %s is given more than once (hint: pass each flag once)\n",
                    what.substr(0, at_most).c_str());
       return 2;
     }
-    std::fprintf(stderr, "remat: [cli] %s (hint: run 'remat --help' or 'remat <command> --help')\n", what.c_str());
+    std::fprintf(stderr, "remat: [cli] %s (hint: run 'remat %s --help')\n", what.c_str(), sub->get_name().c_str());
     return 2;
   } catch (const remat::Error& e) {
     std::fprintf(stderr, "remat: %s\n", e.what());

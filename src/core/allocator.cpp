@@ -54,7 +54,7 @@ void Allocator::bump_peaks_locked() {
   if (act_ > act_peak_) act_peak_ = act_;
 }
 
-void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
+void Allocator::account(size_t bytes, Category cat, const std::string& name) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (limit_ != 0 && total_ + bytes > limit_) {
@@ -79,6 +79,10 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
     }
     bump_peaks_locked();
   }
+}
+
+void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
+  account(bytes, cat, name);
   const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -100,8 +104,8 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
 }
 
 void Allocator::release(void* p, size_t bytes, Category cat, const std::string& name) {
-  std::lock_guard<std::mutex> lk(mu_);
   if (p) {
+    std::lock_guard<std::mutex> lk(mu_);
     const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
     // Under a hard limit the cache keeps live + cached within it, so the limit bounds the process.
     if (cached_ + rounded <= cache_limit_ && (limit_ == 0 || total_ + cached_ + rounded <= limit_ + bytes)) {
@@ -111,6 +115,11 @@ void Allocator::release(void* p, size_t bytes, Category cat, const std::string& 
       std::free(p);
     }
   }
+  unaccount(bytes, cat, name);
+}
+
+void Allocator::unaccount(size_t bytes, Category cat, const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
   REMAT_ASSERT(active_[int(cat)] >= bytes, "allocator: release of more bytes than live in category");
   active_[int(cat)] -= bytes;
   total_ -= bytes;

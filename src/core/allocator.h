@@ -51,6 +51,10 @@ class Allocator {
   // naming the tensor, its size and what was live.
   void* allocate(size_t bytes, Category cat, const std::string& name);
   void release(void* p, size_t bytes, Category cat, const std::string& name);
+  // The bookkeeping of allocate/release without the memory: counts, peaks, names and the limit.
+  // A dry run (DryRunAccount in core/tensor.h) measures with these what a real run would allocate.
+  void account(size_t bytes, Category cat, const std::string& name);
+  void unaccount(size_t bytes, Category cat, const std::string& name);
   // Moves `bytes` from one category to another (a tensor becoming saved, or a checkpoint).
   void retag(size_t bytes, Category from, Category to, const std::string& name);
 

@@ -10,11 +10,15 @@ namespace remat {
 namespace {
 std::atomic<uint64_t> next_id{1};
 thread_local bool t_shape_only = false;
+thread_local Allocator* t_dry = nullptr;
 }  // namespace
 
 bool shape_only() { return t_shape_only; }
 ShapeOnlyScope::ShapeOnlyScope() : prev_(t_shape_only) { t_shape_only = true; }
 ShapeOnlyScope::~ShapeOnlyScope() { t_shape_only = prev_; }
+DryRunAccount::DryRunAccount(Allocator& a) : prev_(t_dry) { t_dry = &a; }
+DryRunAccount::~DryRunAccount() { t_dry = prev_; }
+Allocator& accountant() { return t_dry ? *t_dry : Allocator::global(); }
 
 std::string shape_str(const Shape& s) {
   std::string r = "(";
@@ -36,15 +40,22 @@ int64_t shape_numel(const Shape& s) {
 
 Storage::Storage(size_t numel, Category cat, std::string name)
     : numel_(numel), cat_(cat), name_(std::move(name)), id_(next_id.fetch_add(1)), shape_only_(t_shape_only) {
-  if (!shape_only_) data_ = static_cast<float*>(Allocator::global().allocate(bytes(), cat_, name_));
+  if (!shape_only_) {
+    data_ = static_cast<float*>(Allocator::global().allocate(bytes(), cat_, name_));
+  } else if (t_dry) {
+    t_dry->account(bytes(), cat_, name_);
+    dry_ = t_dry;
+  }
 }
 
 Storage::~Storage() {
   if (!shape_only_) Allocator::global().release(data_, bytes(), cat_, name_);
+  else if (dry_) dry_->unaccount(bytes(), cat_, name_);
 }
 
 void Storage::retag(Category to) {
   if (!shape_only_) Allocator::global().retag(bytes(), cat_, to, name_);
+  else if (dry_) dry_->retag(bytes(), cat_, to, name_);
   cat_ = to;
 }
 

@@ -3,9 +3,11 @@
 // byte the engine holds can be attributed. Copying a Tensor shares the storage.
 //
 // Shape-only mode (ShapeOnlyScope): storages created on this thread get a name, a category, a size
-// and an identity but no memory and no accounting, and ops skip their kernels. The planner runs the
-// model's real forward code this way (a "dry run") to learn what every op saves, its bytes and its
-// FLOPs, from the same code that trains -- at any model size, since nothing is allocated.
+// and an identity but no memory, and ops skip their kernels. The planner runs the model's real
+// forward code this way (a "dry run") to learn what every op saves, its bytes and its FLOPs, from the
+// same code that trains -- at any model size, since nothing is allocated. Under a DryRunAccount the
+// shape-only storages are also counted, by an allocator of the caller's (bookkeeping only), so that a
+// dry run of a whole training step measures what the real step would allocate, category by category.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -35,6 +37,21 @@ class ShapeOnlyScope {
   bool prev_;
 };
 
+// Shape-only storages made on this thread while it lives are counted by `a` (Allocator::account /
+// unaccount, from their creation to their destruction), and accountant() is `a`.
+class DryRunAccount {
+ public:
+  explicit DryRunAccount(Allocator& a);
+  ~DryRunAccount();
+  DryRunAccount(const DryRunAccount&) = delete;
+  DryRunAccount& operator=(const DryRunAccount&) = delete;
+
+ private:
+  Allocator* prev_;
+};
+// The allocator that counts this thread's tensors: a DryRunAccount's, else Allocator::global().
+Allocator& accountant();
+
 class Storage {
  public:
   Storage(size_t numel, Category cat, std::string name);
@@ -54,6 +71,7 @@ class Storage {
 
  private:
   float* data_ = nullptr;
+  Allocator* dry_ = nullptr;  // counts this shape-only storage (a DryRunAccount's), if any
   size_t numel_ = 0;
   Category cat_;
   std::string name_;

@@ -453,7 +453,7 @@ size_t TokenDataset::live_mapped_bytes() { return g_mapped_bytes.load(std::memor
 std::pair<TokenDataset, TokenDataset> TokenDataset::split(double val_fraction, int64_t T) const {
   if (!(val_fraction > 0.0 && val_fraction < 1.0))
     throw Error(kC, "validation fraction " + fmt_g(val_fraction) + " is not between 0 and 1",
-                "use e.g. 0.1 for a 90/10 split");
+                "use e.g. --val-fraction 0.1 for a 90/10 split");
   if (T < 1) throw Error(kC, "sequence length " + std::to_string(T) + " must be positive", "e.g. --seq 128");
   const uint64_t n_val = std::min<uint64_t>(uint64_t(std::llround(double(n_) * val_fraction)), n_);
   const uint64_t n_train = n_ - n_val;
@@ -463,7 +463,9 @@ std::pair<TokenDataset, TokenDataset> TokenDataset::split(double val_fraction, i
       throw Error(kC, "splitting " + with_commas(n_) + " tokens with validation fraction " + fmt_g(val_fraction) +
                           " leaves " + with_commas(len) + " " + part + " tokens, fewer than one window of T + 1 = " +
                           std::to_string(need) + " tokens",
-                  "use a smaller --seq, a different validation fraction, or more data");
+                  std::string("use a smaller --seq, ") +
+                      (std::string(part) == "validation" ? "a larger --val-fraction, --val-data FILE" : "a smaller --val-fraction") +
+                      ", or more data");
   return {view(0, size_t(n_train), desc_ + ", train split (" + with_commas(n_train) + " tokens)"),
           view(size_t(n_train), size_t(n_val), desc_ + ", val split (" + with_commas(n_val) + " tokens)")};
 }

@@ -1,14 +1,19 @@
 #include "train/report.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
+#include <new>
+#include <vector>
 
+#include "core/error.h"
 #include "planner/planner.h"
 
 namespace remat {
 
-double spec_overhead(const StrategySpec& s, int L) {
+double textbook_overhead(const StrategySpec& s, int L) {
   if (s.name == "none") return 1.0;
   if (s.name == "all") return (3.0 * L + L * (L + 1) / 2.0) / (3.0 * L);
   return 4.0 / 3.0;
@@ -48,6 +53,50 @@ std::string layer_of(const Model& m, const planner::StepTrace& tr, const std::st
   return "embedding";
 }
 
+// Store-everything's activation peak: the dry run of the model without policy, strategy none.
+size_t store_all_peak(const Predicted& p, int L) {
+  return planner::simulate_memory(p.store_all, make_schedule(parse_strategy("none", L, false), L)).peak_activation;
+}
+
+std::string seconds_text(double s) {
+  char b[32];
+  if (s < 1.0)
+    std::snprintf(b, sizeof b, "%.1f ms", s * 1e3);
+  else
+    std::snprintf(b, sizeof b, "%.3f s", s);
+  return b;
+}
+
+double flop_overhead(const autograd::Counters& c) {
+  return (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
+}
+
+std::string headline(const ReportInput& in, const Predicted& pr) {
+  const int L = in.model->num_layers();
+  const size_t have = in.measure.peak_activation, all = store_all_peak(pr, L);
+  const bool is_none = in.strategy.name == "none" && !in.policy;
+  char b[768];
+  std::snprintf(b, sizeof b, "activations %s MiB instead of %s MiB (%+.1f%%), ", mib(have).c_str(),
+                mib(all).c_str(), all ? 100.0 * (double(have) / double(all) - 1.0) : 0.0);
+  std::string r = b;
+  std::string sources = "activations: measured peak vs the dry run's prediction for store-everything";
+  if (in.store_all_step_s && in.step_s && *in.store_all_step_s > 0) {
+    std::snprintf(b, sizeof b, "step time %+.1f%% against store-everything", 100.0 * (*in.step_s / *in.store_all_step_s - 1.0));
+    r += b;
+    std::snprintf(b, sizeof b, "; step time: measured, median of %d step(s) each on the same batches, %s against %s",
+                  in.timed_steps, seconds_text(*in.step_s).c_str(), seconds_text(*in.store_all_step_s).c_str());
+    sources += b;
+  } else if (!in.compare_note.empty()) {
+    r += "step time against store-everything not measured: --compare-none failed (" + in.compare_note + ")";
+  } else {
+    std::snprintf(b, sizeof b, "step time against store-everything not measured: rerun with --compare-none (the FLOP "
+                  "count alone says %+.1f%%)", 100.0 * (flop_overhead(in.measure.counters) - 1.0));
+    r += b;
+  }
+  if (is_none) sources += "; this run is store-everything itself";
+  return r + " [" + sources + "]";
+}
+
 }  // namespace
 
 nlohmann::json report_json(const ReportInput& in) {
@@ -84,10 +133,31 @@ nlohmann::json report_json(const ReportInput& in) {
   j["bwd_flops"] = c.bwd_flops;
   j["overhead_flops_measured"] = measured_overhead;
   j["overhead_predicted"] = comp.overhead();
-  j["overhead_textbook"] = spec_overhead(in.strategy, int(cfg.L));
+  j["overhead_textbook"] = textbook_overhead(in.strategy, int(cfg.L));
   j["forward_equivalents"] = comp.forward_equivalents();
+  // The headline and its figures. Bytes per category: each category's own peak in the step; their
+  // joint peak is peak_total_bytes.
+  j["headline"] = headline(in, pr);
+  const size_t all = store_all_peak(pr, int(cfg.L));
+  j["store_all_activation_bytes_predicted"] = all;
+  j["activation_saving_fraction"] = all ? 1.0 - double(in.measure.peak_activation) / double(all) : 0.0;
+  j["store_all_activation_bytes_measured"] =
+      in.store_all_peak_measured ? nlohmann::json(*in.store_all_peak_measured) : nlohmann::json(nullptr);
+  const bool timed = in.store_all_step_s && in.step_s && *in.store_all_step_s > 0;
+  j["step_time_s_measured"] = timed ? nlohmann::json(*in.step_s) : nlohmann::json(nullptr);
+  j["store_all_step_time_s_measured"] = timed ? nlohmann::json(*in.store_all_step_s) : nlohmann::json(nullptr);
+  j["step_time_overhead_measured"] = timed ? nlohmann::json(*in.step_s / *in.store_all_step_s) : nlohmann::json(nullptr);
+  j["timed_steps"] = timed ? in.timed_steps : 0;
+  if (!in.compare_note.empty()) j["compare_none_note"] = in.compare_note;
+  nlohmann::json cats = nlohmann::json::object();
+  for (int i = 0; i < kNumCategories; ++i)
+    if (in.measure.peak_category[size_t(i)] > 0) cats[category_name(Category(i))] = in.measure.peak_category[size_t(i)];
+  j["category_peak_bytes"] = cats;
+  j["peak_total_bytes"] = in.measure.peak_total;
   return j;
 }
+
+std::string report_headline(const ReportInput& in) { return headline(in, predict(in)); }
 
 std::string memory_report(const ReportInput& in) {
   const Predicted pr = predict(in);
@@ -96,39 +166,44 @@ std::string memory_report(const ReportInput& in) {
   const Model& model = *in.model;
   const ModelConfig& cfg = model.config();
   const auto& c = in.measure.counters;
-  const Allocator& a = Allocator::global();
   std::string r;
   char line[512];
   auto add = [&](const char* fmt, auto... args) {
     std::snprintf(line, sizeof line, fmt, args...);
     r += line;
   };
+  r += headline(in, pr) + "\n";
   add("== memory report: %s, micro-batch %lld x T %lld, %lld micro-step(s), strategy %s%s, policy %s, %s attention ==\n",
       cfg.describe().c_str(), (long long)in.micro_batch, (long long)in.T, (long long)in.accum,
       in.strategy.label().c_str(), in.strategy.recompute_last ? " (recompute-last)" : "", in.policy_label.c_str(),
       autograd::attention_kind_name(cfg.attention));
-  add("bytes per category (peak over the run, accounting allocator):\n");
+  add("bytes per category (each at its own peak during the step, accounting allocator):\n");
+  size_t sum_of_peaks = 0;
   for (int i = 0; i < kNumCategories; ++i) {
-    const Category cat = Category(i);
-    if (a.peak(cat) == 0 && a.active(cat) == 0) continue;
-    add("  %-22s %12s MiB\n", category_name(cat), mib(std::max(a.peak(cat), a.active(cat))).c_str());
+    const size_t b = in.measure.peak_category[size_t(i)];
+    if (b == 0) continue;
+    sum_of_peaks += b;
+    add("  %-22s %12s MiB\n", category_name(Category(i)), mib(b).c_str());
   }
+  add("  %-22s %12s MiB   (all categories at once, at the step's peak; their own peaks, at different moments, "
+      "sum to %s MiB)\n",
+      "total", mib(in.measure.peak_total).c_str(), mib(sum_of_peaks).c_str());
   add("activation peak of one step      measured %10s MiB   predicted %10s MiB   %s\n",
       mib(in.measure.peak_activation).c_str(), mib(mem.peak_activation).c_str(),
       in.measure.peak_activation == mem.peak_activation ? "(equal to the byte)" : "(MISMATCH)");
-  add("  held at the end of the forward  measured %10s MiB   predicted %10s MiB\n",
-      mib(in.measure.forward_end).c_str(), mib(mem.forward_end).c_str());
-  add("  boundaries (checkpoints)        measured %10s MiB   predicted %10s MiB\n",
-      mib(in.measure.peak_checkpoint).c_str(), mib(mem.peak_checkpoint).c_str());
-  add("  in-flight recompute             measured %10s MiB   predicted %10s MiB\n",
-      mib(in.measure.peak_recompute).c_str(), mib(mem.peak_recompute).c_str());
-  add("  the rest (saved by the forward) measured %10s MiB   predicted %10s MiB\n",
-      mib(in.measure.peak_saved).c_str(), mib(mem.peak_saved).c_str());
-  add("  |x| (one boundary) %s MiB; one block's internals %s MiB; store-everything would hold %s MiB\n",
-      mib(mem.boundary_bytes).c_str(), mib(mem.block_bytes).c_str(),
-      mib(planner::simulate_memory(pr.store_all, make_schedule(parse_strategy("none", int(cfg.L), false), int(cfg.L)))
-              .peak_activation)
-          .c_str());
+  auto split = [&](const char* label, size_t measured, size_t predicted) {
+    add("  %-32smeasured %10s MiB   predicted %10s MiB\n", label, mib(measured).c_str(), mib(predicted).c_str());
+  };
+  split("held at the end of the forward", in.measure.forward_end, mem.forward_end);
+  add("  its parts, each at its own peak (separate peaks, at different moments: they need not add up to the "
+      "activation peak):\n");
+  split("  boundaries (checkpoints)", in.measure.peak_checkpoint, mem.peak_checkpoint);
+  split("  in-flight recompute", in.measure.peak_recompute, mem.peak_recompute);
+  split("  saved by the first forward", in.measure.peak_saved, mem.peak_saved);
+  add("  |x| (one boundary) %s MiB; one block's internals %s MiB; store-everything would hold %s MiB (dry run)\n",
+      mib(mem.boundary_bytes).c_str(), mib(mem.block_bytes).c_str(), mib(store_all_peak(pr, int(cfg.L))).c_str());
+  if (in.store_all_peak_measured)
+    add("  store-everything measured %s MiB in the --compare-none steps\n", mib(*in.store_all_peak_measured).c_str());
 
   // Per layer: measured (the allocator's per-name activation peaks) beside the dry run's table.
   std::map<std::string, size_t> analytic, measured, table_bytes;
@@ -140,7 +215,8 @@ std::string memory_report(const ReportInput& in) {
   table(pr.store_all.head);
   for (auto& [n, b] : table_bytes) analytic[layer_of(model, pr.store_all, n)] += b;
   std::vector<std::pair<size_t, std::string>> largest;
-  for (auto& [n, s] : a.by_name()) {
+  const std::map<std::string, NameStats> names = in.names ? *in.names : Allocator::global().by_name();
+  for (auto& [n, s] : names) {
     if (s.act_peak == 0) continue;
     measured[layer_of(model, pr.store_all, n)] += s.act_peak;
     largest.emplace_back(s.act_peak, n);
@@ -178,17 +254,92 @@ std::string memory_report(const ReportInput& in) {
   for (size_t k = 0; k < std::min<size_t>(6, largest.size()); ++k)
     add("  %-40s %10s MiB\n", largest[k].second.c_str(), mib(largest[k].first).c_str());
 
-  const double measured_overhead = (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
+  const double measured_overhead = flop_overhead(c);
   add("== compute ==\n");
   add("  block forwards %lld, recomputes %lld, backwards %lld (schedule: %d, %d per micro-step)\n",
       (long long)c.block_forwards, (long long)c.block_recomputes, (long long)c.block_backwards,
       comp.block_forwards, comp.block_recomputes);
   add("  GFLOP: forward %.3f, recompute %.3f, backward %.3f\n", c.fwd_flops / 1e9, c.recompute_flops / 1e9,
       c.bwd_flops / 1e9);
-  add("  overhead (fwd+bwd+recompute)/(fwd+bwd): measured %.3fx, predicted %.3fx, textbook %.3fx%s\n",
-      measured_overhead, comp.overhead(), spec_overhead(in.strategy, int(cfg.L)),
+  add("  FLOP overhead (fwd+bwd+recompute)/(fwd+bwd): counted %.3fx, predicted %.3fx, textbook %.3fx%s\n",
+      measured_overhead, comp.overhead(), textbook_overhead(in.strategy, int(cfg.L)),
       in.strategy.recompute_last || in.strategy.name == "none" ? "" : " (the textbook recomputes the last segment too)");
+  if (in.store_all_step_s && in.step_s && *in.store_all_step_s > 0)
+    add("  step time, measured (median of %d step(s) each, same batches, fresh trainers): %s, store-everything %s: "
+        "%.3fx\n",
+        in.timed_steps, seconds_text(*in.step_s).c_str(), seconds_text(*in.store_all_step_s).c_str(),
+        *in.step_s / *in.store_all_step_s);
+  else
+    add("  step time against store-everything: not measured (%s)\n",
+        in.compare_note.empty() ? "rerun with --compare-none" : in.compare_note.c_str());
   return r;
+}
+
+StepTiming time_against_none(const TrainOptions& run, int timed, int warmup) {
+  REMAT_ASSERT(timed >= 1 && warmup >= 0, "time_against_none needs a step to time");
+  TrainOptions o = run;  // the run's model, data, batch, seed and memory limit; nothing written
+  o.steps = warmup + timed;
+  o.save.clear();
+  o.save_dir.clear();
+  o.save_every = 0;
+  o.metrics_out.clear();
+  o.resume.clear();     // the model config is already the checkpoint's; step times do not depend on the weights
+  o.init_from.clear();  // ... nor on where they came from
+  o.eval_every = 0;
+  o.sample_tokens = 0;
+  o.progress = false;
+  o.quiet = true;
+  o.profile = nullptr;
+  o.on_step = nullptr;
+  TrainOptions none = o;
+  none.recompute = "none";
+  none.policy = "none";
+  none.save_only.clear();
+  none.save_all_but.clear();
+  none.recompute_last = false;
+  none.replay_internals = false;
+  StepTiming r;
+  r.timed = timed;
+  auto median_step = [&](const TrainOptions& opt, size_t* peak) {
+    Trainer t(opt);
+    std::vector<double> dt;
+    for (int k = 0; k < warmup + timed; ++k) {
+      if (run.stop && run.stop->load() != 0) throw Error("train", "interrupted", "the run itself finished");
+      StepMeasure m;
+      const auto t0 = std::chrono::steady_clock::now();
+      t.step(k, &m);
+      const double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (k >= warmup) dt.push_back(d);
+      if (peak) *peak = std::max(*peak, m.peak_activation);
+    }
+    std::sort(dt.begin(), dt.end());
+    const size_t n = dt.size();
+    return n % 2 ? dt[n / 2] : 0.5 * (dt[n / 2 - 1] + dt[n / 2]);
+  };
+  r.store_all_s = median_step(none, &r.store_all_peak_activation);
+  r.run_s = median_step(o, nullptr);
+  return r;
+}
+
+void compare_against_none(ReportInput& in, const TrainOptions& run, int timed) {
+  in.names = Allocator::global().by_name();
+  if (!run.quiet) {
+    std::fprintf(stderr, "--compare-none: timing %d step(s) (after 1 warm-up) of store-everything and of %s%s%s\n",
+                 timed, in.strategy.label().c_str(), in.policy ? " with policy " : "",
+                 in.policy ? in.policy_label.c_str() : "");
+    std::fflush(stderr);
+  }
+  try {
+    const StepTiming t = time_against_none(run, timed, 1);
+    in.store_all_step_s = t.store_all_s;
+    in.step_s = t.run_s;
+    in.timed_steps = t.timed;
+    in.store_all_peak_measured = t.store_all_peak_activation;
+  } catch (const Error& e) {
+    in.compare_note = e.what();
+  } catch (const std::bad_alloc&) {
+    in.compare_note = "out of host memory";
+  }
 }
 
 }  // namespace remat

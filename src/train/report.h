@@ -1,12 +1,16 @@
 // The memory / compute report of a run: what was predicted beside what was measured.
 #pragma once
+#include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/schedule.h"
+#include "core/allocator.h"
 #include "model/model.h"
 #include "train/step.h"
+#include "train/trainer.h"
 
 namespace remat {
 
@@ -17,16 +21,54 @@ struct ReportInput {
   StepMeasure measure;  // one optimizer step (all micro-batches)
   const autograd::Policy* policy = nullptr;  // a named-tensor policy, if any
   std::string policy_label = "none";
+  // Measured wall time of one optimizer step (seconds, median over `timed_steps` steps): of
+  // store-everything (strategy none, no policy) and of this run's own strategy and policy, timed the
+  // same way on the same batches (compare_against_none, `remat train --compare-none`). Without the
+  // store-everything time the headline says how to measure it; the FLOP count is never passed off
+  // as a time.
+  std::optional<double> store_all_step_s{}, step_s{};
+  int timed_steps = 0;
+  std::optional<size_t> store_all_peak_measured{};  // store-everything's measured activation peak
+  std::string compare_note{};  // why --compare-none could not time the steps, if it could not
+  // The allocator's per-name statistics as the run left them (compare_against_none takes them before
+  // it runs other steps); unset: Allocator::global()'s when the report is made.
+  std::optional<std::map<std::string, NameStats>> names{};
 };
 
 // The textbook overhead of a strategy (block units, fwd = 1, bwd = 2, every segment recomputed):
 // none 1, segments 4/3, all (3L + L(L+1)/2) / 3L.
-double spec_overhead(const StrategySpec& s, int L);
+double textbook_overhead(const StrategySpec& s, int L);
 
-// Multi-line text: bytes per category, strategy peak measured vs predicted (split into boundaries,
-// in-flight recompute and the rest), per-layer measured vs analytic activation bytes, the largest
-// named activations, and block forwards / recomputes / backwards with FLOPs and overhead.
+// The answer first, in one line: "activations X MiB instead of Y MiB (-Z%), step time +W% against
+// store-everything", X the run's measured activation peak, Y the dry run's prediction for
+// store-everything (strategy none, no policy), W from the measured step times (or, without them,
+// how to measure them), followed by where each figure comes from.
+std::string report_headline(const ReportInput& in);
+
+// Multi-line text: the headline; bytes per category (each at its own peak in the step) and their
+// joint peak; the activation peak measured vs predicted, with each part's own peak (boundaries,
+// in-flight recompute, saved by the forward); per-layer measured vs analytic activation bytes; one
+// block's saved tensors; the largest named activations; block forwards / recomputes / backwards with
+// FLOPs and overhead, and the measured step times when present.
 std::string memory_report(const ReportInput& in);
 nlohmann::json report_json(const ReportInput& in);
+
+// Median wall time of `timed` optimizer steps, after `warmup` untimed ones, of two fresh Trainers
+// built from `run`'s options: one with strategy none and no policy, one with run's own strategy and
+// policy. Both take steps 0, 1, ... of run's seed (the same batches). Nothing is written or printed
+// (no --save, checkpoint, metrics or sample), and no other trainer is touched. Throws remat::Error as
+// Trainer does (store-everything over --memory-limit, for one), and when run.stop is raised.
+struct StepTiming {
+  double store_all_s = 0, run_s = 0;
+  size_t store_all_peak_activation = 0;
+  int timed = 0;
+};
+StepTiming time_against_none(const TrainOptions& run, int timed = 3, int warmup = 1);
+
+// `remat train --compare-none`: takes the allocator's per-name statistics into `in` (so that the
+// report describes the run, not the timing steps), then time_against_none into `in`. A failure to
+// time (an Error, out of memory) becomes in.compare_note instead of an exception: the run and its
+// report stand. Says on stderr what it times unless `run.quiet`.
+void compare_against_none(ReportInput& in, const TrainOptions& run, int timed = 3);
 
 }  // namespace remat

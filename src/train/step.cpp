@@ -19,6 +19,7 @@ void StepMeasure::merge(const StepMeasure& o) {
   counters.block_forwards += o.counters.block_forwards;
   counters.block_recomputes += o.counters.block_recomputes;
   counters.block_backwards += o.counters.block_backwards;
+  for (int c = 0; c < kNumCategories; ++c) peak_category[size_t(c)] = std::max(peak_category[size_t(c)], o.peak_category[size_t(c)]);
   peak_activation = std::max(peak_activation, o.peak_activation);
   peak_saved = std::max(peak_saved, o.peak_saved);
   peak_checkpoint = std::max(peak_checkpoint, o.peak_checkpoint);
@@ -30,7 +31,7 @@ void StepMeasure::merge(const StepMeasure& o) {
 
 float forward_backward(Model& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
                        StepMeasure* measure) {
-  Allocator& alloc = Allocator::global();
+  Allocator& alloc = accountant();  // a dry run's, under DryRunAccount
   alloc.reset_peak();
   StepMeasure m;
   auto trace = [&](const std::string& s) { if (opt.trace) opt.trace(s); };
@@ -83,11 +84,11 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
     xL = Tensor();
     Tensor loss = model.loss(logits, mb.targets, count);
     autograd::clear_recipes();
-    loss_value = float(double(loss.data()[0]) * count / double(mb.B * mb.T));
+    loss_value = shape_only() ? 0.0f : float(double(loss.data()[0]) * count / double(mb.B * mb.T));
     trace("forward   head (final norm, LM head, loss)");
     m.forward_end = alloc.active_activation();
     Tensor dloss = Tensor::empty({1}, Category::ActivationGrad, "dloss");
-    dloss.data()[0] = 1.0f;
+    if (!shape_only()) dloss.data()[0] = 1.0f;
     g.bind(loss, dloss);
   }
   {
@@ -114,8 +115,37 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
   m.peak_checkpoint = alloc.peak(Category::Checkpoint);
   m.peak_recompute = alloc.peak(Category::Recompute);
   m.peak_total = alloc.peak_total();
+  for (int c = 0; c < kNumCategories; ++c) m.peak_category[size_t(c)] = alloc.peak(Category(c));
   if (measure) measure->merge(m);
   return loss_value;
+}
+
+StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t accum, const StepOptions& opt,
+                        size_t data_bytes) {
+  Allocator acct;
+  StepMeasure m;
+  {
+    ShapeOnlyScope dry;
+    DryRunAccount count(acct);
+    const std::unique_ptr<Model> model = make_model(cfg);  // parameters and gradients
+    std::vector<Tensor> moments;                           // AdamW's m and v, as the trainer makes them
+    for (const Param& p : model->params()) {
+      moments.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_m"));
+      moments.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_v"));
+    }
+    if (data_bytes > 0) acct.account(data_bytes, Category::Data, "data");
+    const std::vector<int32_t> none;
+    for (int64_t k = 0; k < accum; ++k)
+      forward_backward(*model, MicroBatch{none, none, B, T}, double(B * T * accum), StepRng{0, true}, opt, &m);
+    if (data_bytes > 0) acct.unaccount(data_bytes, Category::Data, "data");
+  }
+  StepMemory r;
+  r.peak = m.peak_category;
+  r.peak_total = m.peak_total;
+  r.peak_activation = m.peak_activation;
+  for (Category c : {Category::Parameter, Category::Gradient, Category::OptimizerState, Category::Data})
+    r.persistent += r.peak[size_t(c)];
+  return r;
 }
 
 float evaluate_loss(const Model& model, const MicroBatch& mb) {

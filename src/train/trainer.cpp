@@ -2,11 +2,13 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "kernels/adamw.h"
+#include "model/sample.h"
 #include "model/weights.h"
 #include "planner/planner.h"
 #include "train/run_state.h"
@@ -41,6 +44,14 @@ struct Trainer::Impl {
 };
 
 namespace {
+std::string fmt_g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+// (train, validation): the last val_fraction of the data validates (views of one mapping), or, with
+// val_data, all of the data trains and val_data validates.
 std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions& o, int64_t T) {
   data::TokenDataset all;
   if (o.random_tokens > 0) {
@@ -52,7 +63,32 @@ std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions&
     all = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
   }
   all.check_vocab(o.model.V);
-  return all.split(0.1, T);
+  if (o.val_data.empty() || o.random_tokens > 0) return all.split(o.val_fraction, T);
+
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(o.val_data, ec))
+    throw Error("data", "--val-data '" + o.val_data + "' does not exist",
+                "check the path, or omit --val-data to validate on the last --val-fraction of the training data");
+  if (!o.data.empty() && fs::exists(o.data, ec) && fs::equivalent(o.data, o.val_data, ec))
+    throw Error("data", "--val-data '" + o.val_data + "' is the training data file '" + o.data + "'",
+                "give held-out data (nanoGPT's val.bin), or omit --val-data to split off the last --val-fraction");
+  data::TokenDataset val = data::TokenDataset::load(o.val_data, data::parse_format(o.data_format));
+  if (val.byte_level() != all.byte_level())
+    throw Error("data",
+                "--val-data " + val.description() + " is " + (val.byte_level() ? "byte-level text" : "token ids") +
+                    " but the training data " + all.description() + " is " +
+                    (all.byte_level() ? "byte-level text" : "token ids"),
+                "validate on data of the same kind, or force one reading with --data-format");
+  val.check_vocab(o.model.V);
+  const uint64_t need = uint64_t(T) + 1;
+  for (const auto* d : {&all, &val})
+    if (d->size() < need)
+      throw Error("data",
+                  std::string(d == &val ? "--val-data " : "the training data ") + d->description() + " holds " +
+                      std::to_string(d->size()) + " tokens, fewer than one window of T + 1 = " + std::to_string(need),
+                  "use a smaller --seq or more data");
+  return {std::move(all), std::move(val)};
 }
 }  // namespace
 
@@ -79,6 +115,11 @@ Trainer::Trainer(const TrainOptions& o) {
   non_negative(o.weight_decay, "--weight-decay", "--weight-decay 0.1");
   non_negative(double(o.sample_tokens), "--sample-tokens", "--sample-tokens 200");
   non_negative(double(o.eval_every), "--eval-every", "--eval-every 50 (0: only at the end)");
+  if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
+    throw Error("train", "--val-fraction must be between 0 and 1 (exclusive), got " + fmt_g(o.val_fraction),
+                "e.g. --val-fraction 0.1 for a 90/10 split, or --val-data FILE");
+  if (!(o.progress_every >= 0) || !std::isfinite(o.progress_every))
+    throw Error("train", "--progress-every must be >= 0 seconds", "e.g. --progress-every 10 (0: every step)");
   if (o.eval_batches <= 0)
     throw Error("train", "--eval-batches must be positive, got " + std::to_string(o.eval_batches), "e.g. --eval-batches 8");
   if (o.save_every < 0)
@@ -106,7 +147,14 @@ Trainer::Trainer(const TrainOptions& o) {
   s.model->init(o.seed);
   if (!o.init_from.empty()) load_weights(*s.model, o.init_from);
   auto [tr, va] = load_split(o, T);
-  s.data_description = tr.description();
+  if (o.val_data.empty() || o.random_tokens > 0) {
+    std::string n = std::to_string(va.size());
+    for (size_t k = n.size(); k > 3; k -= 3) n.insert(k - 3, ",");
+    s.data_description = tr.description() + "; validation: its last " + fmt_g(100.0 * o.val_fraction) + "% (" + n +
+                         " tokens, --val-fraction " + fmt_g(o.val_fraction) + ")";
+  } else {
+    s.data_description = tr.description() + ", all of it trains; validation: --val-data " + va.description();
+  }
   s.train_data = std::move(tr);
   s.val_data = std::move(va);
   s.sampler = std::make_unique<data::BatchSampler>(s.train_data, micro, T, o.seed);
@@ -154,6 +202,40 @@ const StrategySpec& Trainer::strategy() const { return impl_->strategy; }
 const std::string& Trainer::data_description() const { return impl_->data_description; }
 const NamePolicy& Trainer::policy() const { return impl_->policy; }
 
+namespace {
+// --save-only / --save-all-but: every name (a name within a block, a full name or a glob of either)
+// must select a tensor that some block saves, as the dry run of this model finds them; a name that
+// selects nothing would silently change nothing.
+NamePolicy checked_named_policy(const Model& model, NamePolicy::Mode mode, const std::string& text,
+                                const std::string& flag) {
+  const std::vector<std::string> names = split_names(text, flag);
+  NamePolicy policy = model.named_policy(mode, names, (mode == NamePolicy::Mode::SaveOnly ? "save-only:" : "save-all-but:") + text);
+  const auto dry = planner::shape_only_model(model.config());
+  const planner::StepTrace tr = planner::trace_step(*dry, 1, std::min<int64_t>(2, model.config().T));
+  std::vector<std::string> full, local;  // the block tensors, and their names within a block
+  for (const auto& b : tr.blocks)
+    for (const auto& t : b.kept) {
+      const auto split = dry->split_name(t.name);
+      if (!split) continue;  // a block's input from the embedding: not a block tensor
+      full.push_back(t.name);
+      if (std::find(local.begin(), local.end(), split->second) == local.end()) local.push_back(split->second);
+    }
+  for (const std::string& n : names) {
+    bool hit = false;
+    for (const std::string& t : full) hit = hit || policy.matches(n, t);
+    if (hit) continue;
+    std::string list;
+    for (const std::string& l : local) list += (list.empty() ? "" : ", ") + l;
+    throw Error("policy",
+                flag + " '" + n + "' names no tensor a block of " + model.config().describe() + " saves" +
+                    (model.config().attention == autograd::AttentionKind::Flash ? " (with flash attention)" : ""),
+                "names within a block are " + list + " (a full name such as " + (full.empty() ? "" : full.front()) +
+                    " or a glob works too)");
+  }
+  return policy;
+}
+}  // namespace
+
 NamePolicy policy_from(const TrainOptions& o, const Model& model, std::string* strategy) {
   *strategy = o.recompute;
   int asked = int(!o.save_only.empty()) + int(!o.save_all_but.empty()) + int(o.policy != "none");
@@ -165,11 +247,9 @@ NamePolicy policy_from(const TrainOptions& o, const Model& model, std::string* s
     throw Error("policy", "more than one policy given (--policy, --save-only, --save-all-but or a policy as --recompute)",
                 "combine a strategy with one policy, e.g. --recompute block --policy selective");
   if (!o.save_only.empty())
-    return model.named_policy(NamePolicy::Mode::SaveOnly, split_names(o.save_only, "--save-only"),
-                              "save-only:" + o.save_only);
+    return checked_named_policy(model, NamePolicy::Mode::SaveOnly, o.save_only, "--save-only");
   if (!o.save_all_but.empty())
-    return model.named_policy(NamePolicy::Mode::SaveAllBut, split_names(o.save_all_but, "--save-all-but"),
-                              "save-all-but:" + o.save_all_but);
+    return checked_named_policy(model, NamePolicy::Mode::SaveAllBut, o.save_all_but, "--save-all-but");
   if (*strategy != o.recompute) return model.policy(o.recompute);
   return model.policy(o.policy);
 }
@@ -239,38 +319,17 @@ float Trainer::validate() {
 }
 
 std::string Trainer::sample(int64_t tokens, uint64_t seed) {
-  Impl& s = *impl_;
-  const Model& model = *s.model;
-  const int64_t T = model.config().T;
-  std::vector<int32_t> ctx{'\n'};
-  std::mt19937_64 gen(seed);
-  for (int64_t n = 0; n < tokens; ++n) {
-    const int64_t len = std::min<int64_t>(int64_t(ctx.size()), T);
-    std::vector<int32_t> window(ctx.end() - len, ctx.end());
-    autograd::Recorder r;
-    autograd::RecordScope scope(r);
-    Tensor x = model.embed(window, 1, len, StepRng{0, false});
-    for (int i = 0; i < model.num_layers(); ++i) x = model.block(i, x, StepRng{0, false});
-    Tensor logits = model.logits(x);
-    const int64_t V = model.config().V;
-    const float* row = logits.data() + (len - 1) * V;
-    float mx = row[0];
-    for (int64_t j = 1; j < V; ++j) mx = std::max(mx, row[j]);
-    std::vector<double> p(static_cast<size_t>(V));
-    double z = 0;
-    for (int64_t j = 0; j < V; ++j) z += p[size_t(j)] = std::exp(double(row[j] - mx));
-    std::uniform_real_distribution<double> u(0.0, z);
-    double r0 = u(gen), acc = 0;
-    int32_t tok = int32_t(V - 1);
-    for (int64_t j = 0; j < V; ++j) {
-      acc += p[size_t(j)];
-      if (acc >= r0) { tok = int32_t(j); break; }
-    }
-    ctx.push_back(tok);
-  }
-  if (s.train_data.byte_level()) return data::decode_bytes(std::span<const int32_t>(ctx).subspan(1));
+  // Temperature 1 over the whole vocabulary, from a newline (token 0 for a vocabulary without one).
+  const Model& model = *impl_->model;
+  SampleOptions so;
+  so.tokens = tokens;
+  so.seed = seed;
+  const std::vector<int32_t> prompt{model.config().V > '\n' ? int32_t('\n') : 0};
+  const std::vector<int32_t> out = generate(model, prompt, so);
+  // A byte-level model prints text, whatever its training data was (a token file too).
+  if (byte_level(model.config())) return bytes_text(out);
   std::string ids;  // token ids: remat has no tokenizer for non-byte vocabularies
-  for (size_t i = 1; i < ctx.size(); ++i) ids.append(i > 1 ? " " : "").append(std::to_string(ctx[i]));
+  for (size_t i = 0; i < out.size(); ++i) ids.append(i > 0 ? " " : "").append(std::to_string(out[i]));
   return std::string("(token ids) ").append(ids);
 }
 
@@ -284,6 +343,18 @@ std::string json_num(double v, const char* fmt, bool* nonfinite) {
   }
   char b[64];
   std::snprintf(b, sizeof b, fmt, v);
+  return b;
+}
+
+// 75 -> "1:15", 3725 -> "1:02:05".
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long long t = std::llround(seconds);
+  char b[48];
+  if (t >= 3600)
+    std::snprintf(b, sizeof b, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+  else
+    std::snprintf(b, sizeof b, "%lld:%02lld", t / 60, t % 60);
   return b;
 }
 
@@ -333,6 +404,8 @@ TrainSummary Trainer::run() {
   sum.val_losses.push_back(sum.first_val);
   const double tokens_per_step = double(o.batch * s.T);
   double tok_s = 0;
+  const auto run_start = std::chrono::steady_clock::now();
+  auto last_progress = run_start;
   int64_t st = s.start_step;
   for (; st < o.steps; ++st) {
     if (o.stop && o.stop->load() != 0) {  // polled between steps only: the step before finished whole
@@ -385,15 +458,37 @@ TrainSummary Trainer::run() {
                   (long long)(st + 1), loss, val_field.c_str(), lr_at(st), s.last_norm, tps.c_str(),
                   m.peak_activation, nonfinite ? ", \"nonfinite\": true" : "");
     metrics.line(line);
-    if (!o.quiet && (!o.progress || !isatty(2)) && eval)
-      std::fprintf(stderr, "step %lld/%lld  loss %.4f  val %.4f  %.0f tok/s  activations %s\n", (long long)(st + 1),
-                   (long long)o.steps, loss, sum.last_val, tok_s, format_bytes(m.peak_activation).c_str());
-    if (!o.quiet && o.progress && isatty(2)) {
+    // Progress on stderr: on a terminal one line rewritten every step; otherwise (a log file, a pipe)
+    // a line at each evaluation and at least every progress_every seconds. Both show the elapsed
+    // time and an ETA from this run's mean step time (evaluations included).
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - run_start).count();
+    const int64_t done_here = st + 1 - s.start_step;
+    const double eta = elapsed / double(done_here) * double(o.steps - st - 1);
+    const bool tty = isatty(2);
+    const bool periodic = o.progress && !tty &&
+                          std::chrono::duration<double>(now - last_progress).count() >= o.progress_every;
+    if (!o.quiet && (!o.progress || !tty) && (eval || periodic)) {
+      std::string val_text;
+      if (eval) {
+        char v[32];
+        std::snprintf(v, sizeof v, "  val %.4f", sum.last_val);
+        val_text = v;
+      }
+      std::fprintf(stderr, "step %lld/%lld  loss %.4f%s  %.0f tok/s  activations %s  elapsed %s  ETA %s\n",
+                   (long long)(st + 1), (long long)o.steps, loss, val_text.c_str(), tok_s,
+                   format_bytes(m.peak_activation).c_str(), format_duration(elapsed).c_str(),
+                   format_duration(eta).c_str());
+      std::fflush(stderr);
+      last_progress = now;
+    }
+    if (!o.quiet && o.progress && tty) {
       std::string val_text;
       if (eval) val_text.append("  val ").append(std::to_string(sum.last_val));
-      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f%s  %.0f tok/s  act %s   ", (long long)(st + 1),
-                   (long long)o.steps, loss, val_text.c_str(), tok_s,
-                   format_bytes(m.peak_activation).c_str());
+      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f%s  %.0f tok/s  act %s  elapsed %s  ETA %s   ",
+                   (long long)(st + 1), (long long)o.steps, loss, val_text.c_str(), tok_s,
+                   format_bytes(m.peak_activation).c_str(), format_duration(elapsed).c_str(),
+                   format_duration(eta).c_str());
       if (eval || st + 1 == o.steps) std::fprintf(stderr, "\n");
     }
     if (o.on_step) o.on_step(st, loss);

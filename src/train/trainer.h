@@ -16,13 +16,18 @@
 namespace remat {
 
 // The policy the options ask for, in the model's names: --save-only / --save-all-but / --policy, or a
-// policy preset given as --recompute (then the strategy is `none`). Throws on conflicting requests.
+// policy preset given as --recompute (then the strategy is `none`). Throws on conflicting requests,
+// and on --save-only / --save-all-but names that select no tensor a block of this model saves
+// (listing those names, from a dry run of the model).
 NamePolicy policy_from(const struct TrainOptions& o, const Model& model, std::string* strategy);
 
 struct TrainOptions {
   ModelConfig model;
   std::string data;            // "" = built-in corpus
-  std::string data_format = "auto";  // auto | text | u16 | llmc
+  std::string data_format = "auto";  // auto | text | u16 | llmc (for data and val_data)
+  std::string val_data;        // "" = validate on the last val_fraction of `data`; else this file (all of
+                               // `data` then trains)
+  double val_fraction = 0.1;   // 0 < f < 1, without val_data
   int64_t random_tokens = 0;   // > 0: ignore `data`, use this many uniform random tokens (benchmarks)
   int64_t steps = 200;
   int64_t batch = 8;           // sequences per optimizer step
@@ -45,6 +50,9 @@ struct TrainOptions {
   bool check_determinism = false, break_replay = false;
   size_t memory_limit = 0;
   bool progress = true;
+  // With progress on and stderr not a terminal: a progress line at least every this many seconds
+  // (besides the eval lines); 0 = every step. On a terminal the line is rewritten every step.
+  double progress_every = 10;
   bool quiet = false;
   autograd::OpProfile* profile = nullptr;  // per-op wall time of every step, if set
 
@@ -96,7 +104,8 @@ class Trainer {
   std::string save_checkpoint(int64_t step, const std::string& dir = "");
   double lr_at(int64_t step) const;
   const StrategySpec& strategy() const;
-  // What the data loader found: "llm.c v2 token file 'x.bin' (1,234 uint32 tokens)", ...
+  // What the data loader found, and what validates: "llm.c v2 token file 'x.bin' (1,234 uint32
+  // tokens), train split (...); validation: ..., val split (...)".
   const std::string& data_description() const;
   // The named-tensor policy in force (keeps_all() when none).
   const NamePolicy& policy() const;

@@ -15,99 +15,15 @@ namespace {
 
 using namespace remat_cli_test;
 
-// The one-line user-error contract of the CLI (see test_errors.cpp), with needles.
+// The one-line user-error contract of the CLI (run.h), refused before training.
 void expect_user_error(const RunResult& r, const std::vector<std::string>& needles) {
-  SCOPED_TRACE(r.describe());
-  EXPECT_EQ(r.signal, 0);
-  EXPECT_EQ(r.exit_code, 1);
-  const auto lines = split_lines(r.err);
-  ASSERT_EQ(lines.size(), 1u) << "stderr must be exactly one line";
-  EXPECT_EQ(lines[0].rfind("remat: [", 0), 0u) << lines[0];
-  EXPECT_NE(lines[0].find("(hint: "), std::string::npos) << lines[0];
-  for (const auto& n : needles) EXPECT_NE(lines[0].find(n), std::string::npos) << "missing '" << n << "' in " << lines[0];
+  check_user_error(r, 1, needles);
   EXPECT_EQ(r.out.find("step 1"), std::string::npos) << "refused before training";
 }
 
 RunResult train(std::vector<std::string> extra, const std::string& cwd = "") {
   return run_remat(tiny_train(std::move(extra)), cwd);
 }
-
-// `remat args...` started in the background; signal() it once a file has a line, then finish().
-class Child {
- public:
-  explicit Child(const std::vector<std::string>& args, rlim_t fsize_limit = 0) {
-    int po[2], pe[2];
-    if (pipe(po) != 0 || pipe(pe) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(po[1], 1);
-      dup2(pe[1], 2);
-      close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
-      setenv("OMP_NUM_THREADS", "1", 1);
-      if (fsize_limit) {
-        const rlimit l{fsize_limit, fsize_limit};
-        setrlimit(RLIMIT_FSIZE, &l);
-      }
-      std::vector<std::string> all{REMAT_BINARY};
-      all.insert(all.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (auto& a : all) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(REMAT_BINARY, argv.data());
-      _exit(127);
-    }
-    close(po[1]);
-    close(pe[1]);
-    fds_[0] = po[0];
-    fds_[1] = pe[0];
-  }
-  // Waits until `path` holds at least `lines` lines (true) or the child has exited / 60 s passed.
-  bool wait_for_lines(const std::string& path, size_t lines) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < end) {
-      if (split_lines(slurp(path)).size() >= lines) return true;
-      drain(10);
-    }
-    return false;
-  }
-  void signal(int sig) { kill(pid_, sig); }
-  RunResult finish() {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while ((fds_[0] >= 0 || fds_[1] >= 0) && std::chrono::steady_clock::now() < end) drain(100);
-    if (fds_[0] >= 0 || fds_[1] >= 0) {
-      r_.timed_out = true;
-      kill(pid_, SIGKILL);
-    }
-    for (int& f : fds_)
-      if (f >= 0) close(f), f = -1;
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    if (WIFEXITED(status)) r_.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) r_.signal = WTERMSIG(status);
-    return r_;
-  }
-
- private:
-  void drain(int ms) {
-    pollfd p[2] = {{fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
-    if (poll(p, 2, ms) <= 0) return;
-    std::string* bufs[2] = {&r_.out, &r_.err};
-    for (int i = 0; i < 2; ++i) {
-      if (fds_[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[65536];
-      const ssize_t n = read(fds_[i], buf, sizeof buf);
-      if (n > 0) {
-        bufs[i]->append(buf, size_t(n));
-      } else {
-        close(fds_[i]);
-        fds_[i] = -1;
-      }
-    }
-  }
-  pid_t pid_ = -1;
-  int fds_[2] = {-1, -1};
-  RunResult r_;
-};
 
 const std::vector<std::string> kRun = {"--steps", "60", "--dropout", "0.1", "--recompute", "block", "--policy",
                                        "selective", "--batch", "4", "--micro-batch", "2", "--seq", "32"};
@@ -174,7 +90,7 @@ TEST(CliRobust, SigtermExits143AndSecondSigintExitsAtOnce) {
 
 TEST(CliRobust, WritePastFileSizeLimitIsAnError) {
   TempDir d;
-  Child c(tiny_train({"--steps", "1", "--save", d / "w.safetensors"}), 64 * 1024);
+  Child c(tiny_train({"--steps", "1", "--save", d / "w.safetensors"}), SpawnOptions{"", 64 * 1024});
   const RunResult r = c.finish();
   SCOPED_TRACE(r.describe());
   EXPECT_EQ(r.signal, 0) << "SIGXFSZ must not kill the run";

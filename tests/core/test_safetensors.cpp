@@ -466,7 +466,13 @@ TEST_F(SafetensorsTest, HugeHeaderOpensInLinearTime) {
   SafetensorsReader r(path);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("opened a %zu-entry header (%.1f MB) in %.3f s\n", n, double(header.size()) / 1e6, secs);
-  EXPECT_LT(secs, 10.0);  // O(n^2) took minutes; generous for Debug and sanitizer builds
+  // O(n^2) took minutes; generous for Debug builds. Under ASan the one pass alone takes ~5 s on a
+  // quiet machine and 12 s beside other tests on a loaded one (scripts/test-sanitize.sh runs ctest -j2).
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(secs, 60.0);
+#else
+  EXPECT_LT(secs, 10.0);
+#endif
   ASSERT_EQ(r.entries().size(), n);
   EXPECT_EQ(r.entries().front().name, "model.layers.599999.w");
   std::vector<float> out(1);

@@ -670,10 +670,14 @@ TEST(DataSplit, SizesAndContents) {
   EXPECT_EQ(v2.size(), 17u);
   std::string msg = error_of([&] { d.split(0.01, 16); });
   EXPECT_NE(msg.find("leaves 10 validation tokens, fewer than one window of T + 1 = 17"), std::string::npos) << msg;
+  // The hints name the flags that fix it: more validation, or less.
+  EXPECT_NE(msg.find("a larger --val-fraction, --val-data FILE"), std::string::npos) << msg;
   msg = error_of([&] { d.split(0.99, 16); });
   EXPECT_NE(msg.find("training tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a smaller --val-fraction"), std::string::npos) << msg;
   msg = error_of([&] { d.split(1.5, 16); });
   EXPECT_NE(msg.find("not between 0 and 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--val-fraction 0.1"), std::string::npos) << msg;
 }
 
 TEST(DataSampler, DeterministicWindowsAndShiftedTargets) {

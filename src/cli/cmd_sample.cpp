@@ -1,0 +1,163 @@
+// remat sample: load a model (a .safetensors file or a model folder, as train --init-from does) and
+// continue a prompt with temperature and top-k sampling, deterministic given --seed.
+//  - Byte-level models (V <= 256): the prompt's bytes are its tokens (--prompt), and the output is
+//    text, whatever data the model was trained on.
+//  - Other vocabularies: remat has no tokenizer; the prompt is --prompt-tokens 1,2,3 and the output
+//    is token ids, one line, separated by spaces.
+// stdout holds the prompt followed by its continuation, streamed as it is drawn; notes go to stderr.
+#include "cli/cmd_sample.h"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/flags.h"
+#include "core/error.h"
+#include "model/sample.h"
+#include "model/weights.h"
+
+namespace remat::cli {
+
+namespace {
+
+struct SampleFlags {
+  std::string init_from, prompt, prompt_tokens;
+  SampleOptions so;
+  uint64_t seed = 1337;
+  int64_t heads = 0;
+  int64_t threads = 0;
+};
+
+// "1, 2,3" -> {1, 2, 3}; ids must be whole numbers in [0, V).
+std::vector<int32_t> parse_token_list(const std::string& text, int64_t V) {
+  const std::string hint = "give comma-separated token ids below " + std::to_string(V) + ", e.g. --prompt-tokens 1,2,3";
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (true) {
+    while (i < text.size() && text[i] == ' ') ++i;
+    size_t j = i;
+    while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+    size_t k = j;
+    while (k < text.size() && text[k] == ' ') ++k;
+    if (j == i || j - i > 12 || (k < text.size() && text[k] != ','))
+      throw Error("cli", "--prompt-tokens '" + printable(text) + "' is not a list of token ids", hint);
+    const long long id = std::stoll(text.substr(i, j - i));
+    if (id >= V)
+      throw Error("cli", "--prompt-tokens: token " + std::to_string(id) + " is outside the model's vocabulary 0.." +
+                             std::to_string(V - 1),
+                  hint);
+    ids.push_back(int32_t(id));
+    if (k == text.size()) break;
+    i = k + 1;
+  }
+  return ids;
+}
+
+}  // namespace
+
+void add_sample(CLI::App& root) {
+  auto flags = std::make_shared<SampleFlags>();
+  CLI::App* app = root.add_subcommand(
+      "sample", "Continue a prompt with a trained model: text for byte-level models, token ids otherwise");
+  SampleFlags& f = *flags;
+  app->add_option("--init-from", f.init_from,
+                  "The model: a .safetensors file (remat's --save, or a Hugging Face file) or a model folder "
+                  "(config.json + weights) (required)");
+  app->add_option("--prompt", f.prompt,
+                  "Text to continue, for byte-level models (vocabulary <= 256): its bytes are the tokens "
+                  "(default: a newline)");
+  app->add_option("--prompt-tokens", f.prompt_tokens,
+                  "The prompt as comma-separated token ids (1,2,3), for any vocabulary; required for models "
+                  "that are not byte-level (remat has no tokenizer)");
+  f.so.tokens = 200;
+  app->add_option("--tokens", f.so.tokens, "Tokens to generate")->capture_default_str();
+  app->add_option("--temperature", f.so.temperature,
+                  "Divides the logits before the softmax: below 1 is more conservative, above 1 more random; 0 "
+                  "always takes the most likely token")
+      ->capture_default_str();
+  app->add_option("--top-k", f.so.top_k, "Draw only among the K most likely tokens (0: the whole vocabulary)")
+      ->capture_default_str();
+  add_seed_option(*app, f.seed, "Seed of the draws: the same seed gives the same output (0 to 2^63-1)");
+  app->add_option("--heads", f.heads, "Attention heads of a LLaMA .safetensors file without config.json");
+  app->add_option("--threads", f.threads, "OpenMP threads (default: all cores)");
+  app->callback([flags, app]() {
+    SampleFlags& f = *flags;
+    const char* usage = "remat sample --init-from MODEL --prompt 'ROMEO:' --tokens 200 [--temperature 0.8] [--top-k 40]";
+    if (f.init_from.empty()) throw Error("cli", "remat sample needs --init-from", usage);
+    if (app->get_option("--threads")->count() > 0) {
+      check_threads(f.threads);
+      omp_set_num_threads(int(f.threads));
+    }
+    const bool text_prompt = app->get_option("--prompt")->count() > 0;
+    const bool id_prompt = app->get_option("--prompt-tokens")->count() > 0;
+    if (text_prompt && id_prompt)
+      throw Error("cli", "--prompt and --prompt-tokens cannot be combined", "give the prompt one way");
+    if (f.heads < 0) throw Error("cli", "--heads must be positive, got " + std::to_string(f.heads), "e.g. --heads 32");
+    f.so.seed = f.seed;
+    // Options that need no model first, then the model's config (cheap: no weights read).
+    if (f.so.tokens < 0 || f.so.top_k < 0 || !(f.so.temperature >= 0)) check_sample_options(f.so, INT64_MAX);
+    ModelConfig cfg = read_config(f.init_from, f.heads);
+    cfg.dropout = 0;
+    check_sample_options(f.so, cfg.V);
+    const bool bytes = byte_level(cfg);
+
+    std::vector<int32_t> prompt;
+    if (id_prompt) {
+      prompt = parse_token_list(f.prompt_tokens, cfg.V);
+    } else {
+      if (!bytes)
+        throw Error("cli",
+                    "'" + printable(f.init_from) + "' has a vocabulary of " + std::to_string(cfg.V) +
+                        " tokens, not bytes; remat has no tokenizer for it" +
+                        (text_prompt ? ", so it cannot read --prompt" : ""),
+                    "give the prompt as token ids, e.g. --prompt-tokens 1,2,3 (the output is token ids too)");
+      const std::string text = text_prompt ? f.prompt : std::string("\n");
+      if (text.empty())
+        throw Error("cli", "--prompt is empty", "give some text to continue, e.g. --prompt 'ROMEO:' (or leave "
+                                                 "--prompt out to start from a newline)");
+      for (size_t i = 0; i < text.size(); ++i) {
+        const int32_t b = int32_t(static_cast<unsigned char>(text[i]));
+        if (b >= cfg.V)
+          throw Error("cli", "--prompt byte " + std::to_string(i) + " is " + std::to_string(b) +
+                                 ", outside the model's vocabulary 0.." + std::to_string(cfg.V - 1),
+                      "use only characters the model was trained on");
+        prompt.push_back(b);
+      }
+    }
+    if (int64_t(prompt.size()) > cfg.T)
+      std::fprintf(stderr,
+                   "remat sample: note: the prompt has %zu tokens, more than the block size %lld: the model sees "
+                   "only its last %lld (the context is always cropped to the block size)\n",
+                   prompt.size(), (long long)cfg.T, (long long)cfg.T);
+
+    check_sizes(cfg, 1, cfg.T, 8.0);
+    auto model = make_model(cfg);
+    load_weights(*model, f.init_from);
+
+    // The prompt as it was given, then each token as it is drawn.
+    if (bytes && !id_prompt) {
+      std::fwrite(f.prompt.data(), 1, text_prompt ? f.prompt.size() : 0, stdout);
+      if (!text_prompt) std::fputc('\n', stdout);
+    } else if (bytes) {
+      std::fputs(bytes_text(prompt).c_str(), stdout);
+    } else {
+      for (size_t i = 0; i < prompt.size(); ++i) std::printf("%s%d", i ? " " : "", prompt[i]);
+    }
+    std::fflush(stdout);
+    ByteText text;
+    generate(*model, prompt, f.so, [&](int32_t tok) {
+      if (bytes)
+        std::fputs(text.push(tok).c_str(), stdout);
+      else
+        std::printf(" %d", tok);
+      std::fflush(stdout);
+    });
+    if (bytes) std::fputs(text.finish().c_str(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  });
+}
+
+}  // namespace remat::cli
