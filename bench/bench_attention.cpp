@@ -90,6 +90,27 @@ void BM_flash_fwdbwd(benchmark::State& st) {
   finish(st, b, 6);
 }
 
+// Selective recomputation's rebuild of the probabilities in backward: as it was (the whole forward,
+// P V included, into a scratch output) and as it is (attention_probs_forward: Q K^T and softmax).
+void BM_naive_rebuild_full_forward(benchmark::State& st) {
+  Bufs b(st, true);
+  for (auto _ : st) {
+    attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_naive);
+    benchmark::DoNotOptimize(b.probs.data());
+  }
+  finish(st, b, 2);
+}
+
+void BM_naive_rebuild_probs(benchmark::State& st) {
+  Bufs b(st, true);
+  std::vector<float> ws(attention_probs_workspace_floats(b.T, kHS, omp_get_max_threads()));
+  for (auto _ : st) {
+    attention_probs_forward(b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, ws);
+    benchmark::DoNotOptimize(b.probs.data());
+  }
+  finish(st, b, 1);
+}
+
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 // Multi-head (GPT-2: KVH = NH) shapes, then one grouped-query row (4 query heads per kv head, as
@@ -116,6 +137,8 @@ void shapes_p(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_naive_fwd)->Apply(shapes);
+BENCHMARK(BM_naive_rebuild_full_forward)->Apply(shapes);
+BENCHMARK(BM_naive_rebuild_probs)->Apply(shapes);
 BENCHMARK(BM_flash_fwd)->Apply(shapes);
 BENCHMARK(BM_naive_fwdbwd)->Apply(shapes_p);
 BENCHMARK(BM_flash_fwdbwd)->Apply(shapes_p);

@@ -2,6 +2,7 @@
 // (bytes = reads + writes the kernel must do at minimum).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -194,6 +195,38 @@ void BM_crossentropy_forward(benchmark::State& st) {
   set_bytes(st, double(N) * V * 4);
 }
 BENCHMARK(BM_crossentropy_forward)->UseRealTime();
+
+// The logits' gradient, two ways: as the op did before (a zero-filled (N, V) buffer the kernel adds
+// into: the fill, then a read of the logits and a read-modify-write of the gradient), and as it does
+// now (written over the logits in place: one read and one write of the (N, V) buffer).
+void BM_crossentropy_backward_zero_filled(benchmark::State& st) {
+  const int64_t N = 256, V = 50257;
+  auto logits = randv(N * V, 9);
+  std::vector<int32_t> tgt(N, 17);
+  std::vector<float> loss(N), lse(N), dl(N, 1.f / N), d(N * V);
+  crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
+  for (auto _ : st) {
+    std::fill(d.begin(), d.end(), 0.f);
+    crossentropy_backward(d, dl, logits, lse, tgt.data(), N, V);
+    benchmark::DoNotOptimize(d.data());
+  }
+  set_bytes(st, double(N) * V * 4 * 4);
+}
+BENCHMARK(BM_crossentropy_backward_zero_filled)->UseRealTime();
+
+void BM_crossentropy_backward_in_place(benchmark::State& st) {
+  const int64_t N = 256, V = 50257;
+  auto logits = randv(N * V, 9);
+  std::vector<int32_t> tgt(N, 17);
+  std::vector<float> loss(N), lse(N), dl(N, 1.f / N);
+  crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
+  for (auto _ : st) {  // each pass overwrites the previous pass's gradient: the same work
+    crossentropy_backward(logits, dl, logits, lse, tgt.data(), N, V, /*overwrite=*/true);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  set_bytes(st, double(N) * V * 4 * 2);
+}
+BENCHMARK(BM_crossentropy_backward_in_place)->UseRealTime();
 
 void BM_adamw(benchmark::State& st) {
   const int64_t n = 4 << 20;

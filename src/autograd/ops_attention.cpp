@@ -20,6 +20,33 @@ Tensor workspace(size_t floats, const std::string& name) {
   return Tensor::empty({int64_t(floats)}, Category::Workspace, name);
 }
 
+// The op's FLOPs, declared once: the forward, the backward and the selective rebuild of the
+// probabilities are sums of these parts. Per causal (query, key) pair of each query head
+// (B * NH * T(T+1)/2 pairs):
+//   QK^T      2 HS   (a multiply-add per channel of the head)
+//   softmax   5      (max, subtract, exp, sum, scale by 1/sum)
+//   dropout   1      (p > 0: the kept probabilities scaled by 1/(1-p))
+//   P V       2 HS
+// The backward's products dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q are 2 HS each; the
+// softmax's backward is 5 (dot product, subtract, two multiplies); dropout masks P and dP (2).
+// Flash's backward also recomputes QK^T and P = exp(S - lse) (2), forms dS = P (dP - D) scale (3),
+// and D = rowsum(dO * O) per query row (2 HS).
+struct AttnFlops {
+  double pairs = 0, rows = 0, HS = 0;
+  bool drop = false;
+  AttnFlops(const Dims& d, float p)
+      : pairs(double(d.B) * double(d.NH) * double(d.T) * double(d.T + 1) / 2.0),
+        rows(double(d.B) * double(d.NH) * double(d.T)), HS(double(d.HS)), drop(p > 0.f) {}
+  double product() const { return 2.0 * HS * pairs; }  // one causal T x T x HS product
+  double softmax() const { return 5.0 * pairs; }
+  double dropout(int n) const { return drop ? double(n) * pairs : 0.0; }
+  double forward() const { return product() + softmax() + dropout(1) + product(); }  // QK^T, softmax, dropout, PV
+  // Selective recomputation rebuilds the pre-dropout probabilities: QK^T and the softmax, no PV.
+  double rebuild_probs() const { return product() + softmax(); }
+  double naive_backward() const { return 4.0 * product() + 5.0 * pairs + dropout(2); }
+  double flash_backward() const { return 5.0 * product() + 2.0 * pairs + 3.0 * pairs + 2.0 * HS * rows + dropout(2); }
+};
+
 struct NaiveAttentionNode : Node {
   struct { Saved qkv, probs; } s;  // probs: (B, NH, T, T), pre-dropout
   Dims d{};
@@ -32,8 +59,10 @@ struct NaiveAttentionNode : Node {
     Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, omp_get_max_threads()),
                           name + ".workspace");
     const Tensor qkv = s.qkv.get(), probs = s.probs.get();  // probs may be rebuilt here (selective)
-    kernels::attention_backward(g.get(s.qkv.ref).span(), dout->cspan(), qkv.cspan(), probs.cspan(), d.B, d.T, d.NH,
-                                d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
+    Tensor& dqkv = g.get(s.qkv.ref);  // created before the kernel, which a dry run skips
+    if (!shape_only())
+      kernels::attention_backward(dqkv.span(), dout->cspan(), qkv.cspan(), probs.cspan(), d.B, d.T, d.NH, d.KVH, d.HS,
+                                  p, rng.seed, rng.offset, ws.span());
   }
 };
 
@@ -49,8 +78,10 @@ struct FlashAttentionNode : Node {
     Tensor ws = workspace(kernels::flash_attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, omp_get_max_threads()),
                           name + ".workspace");
     const Tensor qkv = s.qkv.get(), out = s.out.get(), lse = s.lse.get();
-    kernels::flash_attention_backward(g.get(s.qkv.ref).span(), dout->cspan(), qkv.cspan(), out.cspan(), lse.cspan(),
-                                      d.B, d.T, d.NH, d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
+    Tensor& dqkv = g.get(s.qkv.ref);
+    if (!shape_only())
+      kernels::flash_attention_backward(dqkv.span(), dout->cspan(), qkv.cspan(), out.cspan(), lse.cspan(), d.B, d.T,
+                                        d.NH, d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
   }
 };
 
@@ -66,34 +97,34 @@ Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, A
   const int64_t HS = d.HS;
   rng.seed += recorder().rng_salt;
   Tensor out = Tensor::empty({d.B, d.T, d.C()}, Category::Activation, name);
-  // Causal: T(T+1)/2 score pairs per query head, 2 matmuls (QK^T, PV) of 2*HS flops each.
-  const double pairs = double(d.T) * double(d.T + 1) / 2.0;
-  const double flops = 4.0 * d.B * NH * pairs * HS;
+  const AttnFlops fl(d, p);
+  const double flops = fl.forward();
   const int threads = omp_get_max_threads();
   const bool run = !shape_only();
   if (kind == AttentionKind::Naive) {
     Tensor probs = Tensor::empty({d.B, NH, d.T, d.T}, Category::Activation, name + ".probs");
-    if (run) {
+    {  // the workspace is made in a dry run too: it counts what a real run allocates
       Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, NH, KVH, HS, threads), name + ".workspace");
-      kernels::attention_forward(out.span(), probs.span(), qkv.cspan(), d.B, d.T, NH, KVH, HS, p, rng.seed, rng.offset,
-                                 ws.span());
+      if (run)
+        kernels::attention_forward(out.span(), probs.span(), qkv.cspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
+                                   rng.offset, ws.span());
     }
     if (!recording()) { count_forward(NaiveAttentionNode::kOp, name, flops); return out; }
     // Selective recomputation (Megatron-LM): the (B, NH, T, T) probabilities are rebuilt from the
-    // saved qkv in backward -- QK^T and softmax again (the kernel also redoes P V into a scratch).
-    offer_recipe(probs, {qkv}, [d, p, rng, name, threads](const Tensors& in) {
+    // saved qkv in backward -- QK^T, the causal mask and the softmax, nothing else: they are saved
+    // pre-dropout (the backward regenerates the mask from (seed, offset)), and P V is not redone.
+    offer_recipe(probs, {qkv}, [d, name, threads](const Tensors& in) {
       Tensor pr = Tensor::empty({d.B, d.NH, d.T, d.T}, Category::Recompute, name + ".probs");
-      Tensor scratch = Tensor::empty({d.B, d.T, d.C()}, Category::Workspace, name + ".scratch");
-      Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads), name + ".workspace");
-      kernels::attention_forward(scratch.span(), pr.span(), in[0].cspan(), d.B, d.T, d.NH, d.KVH, d.HS, p, rng.seed,
-                                 rng.offset, ws.span());
+      Tensor ws = workspace(kernels::attention_probs_workspace_floats(d.T, d.HS, threads), name + ".workspace");
+      if (!shape_only())
+        kernels::attention_probs_forward(pr.span(), in[0].cspan(), d.B, d.T, d.NH, d.KVH, d.HS, ws.span());
       return pr;
-    }, flops);
+    }, fl.rebuild_probs());
     auto n = std::make_unique<NaiveAttentionNode>();
     n->name = name;
     n->outputs = {out.id()};
     n->flops_fwd = flops;
-    n->flops_bwd = 2 * flops;  // dP = dO V^T, dV = P^T dO, dQ, dK
+    n->flops_bwd = fl.naive_backward();
     n->s.qkv = save(*n, "qkv", qkv);
     n->s.probs = save(*n, "probs", probs);
     n->d = d;
@@ -103,17 +134,18 @@ Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, A
     return out;
   }
   Tensor lse = Tensor::empty({d.B, NH, d.T}, Category::Activation, name + ".lse");
-  if (run) {
+  {
     Tensor ws = workspace(kernels::flash_attention_workspace_floats(d.B, d.T, NH, KVH, HS, threads), name + ".workspace");
-    kernels::flash_attention_forward(out.span(), lse.span(), qkv.cspan(), d.B, d.T, NH, KVH, HS, p, rng.seed, rng.offset,
-                                     ws.span());
+    if (run)
+      kernels::flash_attention_forward(out.span(), lse.span(), qkv.cspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
+                                       rng.offset, ws.span());
   }
   if (!recording()) { count_forward(FlashAttentionNode::kOp, name, flops); return out; }
   auto n = std::make_unique<FlashAttentionNode>();
   n->name = name;
   n->outputs = {out.id()};
   n->flops_fwd = flops;
-  n->flops_bwd = 2.5 * flops;  // the backward recomputes QK^T tile by tile
+  n->flops_bwd = fl.flash_backward();  // it recomputes QK^T tile by tile
   n->s.qkv = save(*n, "qkv", qkv);
   n->s.out = save(*n, "out", out);
   n->s.lse = save(*n, "lse", lse);

@@ -1,5 +1,6 @@
 // Softmax cross-entropy over the LM-head logits.
 #include <memory>
+#include <vector>
 
 #include "autograd/ops.h"
 #include "core/error.h"
@@ -19,10 +20,34 @@ struct CrossEntropyNode : Node {
     Tensor* dloss = g.find_id(outputs[0]);
     // forward was: loss = sum_i losses_i / count, so dlosses_i = dloss / count
     Tensor dlosses = Tensor::empty({N}, Category::Workspace, name + ".dlosses");
-    dlosses.fill(float(double(dloss->data()[0]) / count));
-    const Tensor logits = s.logits.get(), lse = s.lse.get();
-    kernels::crossentropy_backward(g.get(s.logits.ref).span(), dlosses.cspan(), logits.cspan(), lse.cspan(),
-                                   targets.data(), N, V);
+    if (!shape_only()) dlosses.fill(float(double(dloss->data()[0]) / count));
+    const Tensor lse = s.lse.get();
+    const Ref ref = s.logits.ref;
+    // This backward is the logits' last reader: the node gives up its hold on them (both the slot and
+    // the accounting entry) before the kernel runs, so `logits` is the only handle this node has left.
+    Tensor logits = s.logits.get();
+    s.logits = Saved{};
+    std::erase_if(saved, [&](const SavedSlot& x) { return x.tensor.id() == logits.id(); });
+    const bool run = !shape_only();
+    if (Tensor* acc = g.find_id(ref.id)) {
+      // Something else already put a gradient into the logits: add to it.
+      if (run) kernels::crossentropy_backward(acc->span(), dlosses.cspan(), logits.cspan(), lse.cspan(),
+                                              targets.data(), N, V);
+    } else if (logits.use_count() == 1) {
+      // Nobody else holds the logits (not the caller, not another node): the (B, T, V) gradient is
+      // written over them in place, and the buffer changes hands from saved activation to gradient.
+      // No second (B, T, V) buffer, no zero fill; the same bits as accumulating into zeros.
+      logits.retag(Category::ActivationGrad);
+      if (run) kernels::crossentropy_backward(logits.span(), dlosses.cspan(), logits.cspan(), lse.cspan(),
+                                              targets.data(), N, V, /*overwrite=*/true);
+      g.bind_id(ref.id, std::move(logits));
+    } else {
+      // Still held elsewhere: a fresh gradient, written (not zero-filled, then added to).
+      bool fresh = false;
+      Tensor& d = g.get_fresh(ref, &fresh);
+      if (run) kernels::crossentropy_backward(d.span(), dlosses.cspan(), logits.cspan(), lse.cspan(), targets.data(), N,
+                                              V, /*overwrite=*/true);
+    }
   }
 };
 

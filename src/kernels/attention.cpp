@@ -132,6 +132,19 @@ void check_args(size_t qkv, size_t out, size_t probs, int64_t B, int64_t T, int6
 // End (exclusive) of the columns that the 16-row group of query i reads in a tile of jend keys
 // starting at query i0 (see tile::Tri::ColsTo / KTo): row i's entries from i+1 up to there must be 0.
 int64_t group_end(int64_t i, int64_t i0, int64_t jend) { return std::min(jend, i0 + ((i - i0) / 16 + 1) * 16); }
+
+// The probabilities of query rows i0..i0+ni-1 of one head, rows of S (stride T): S = Q (scale K)^T
+// for keys 0..i0+ni-1 (KT: the head's scaled K^T, packed with stride tp), then the causal softmax of
+// each row, which also writes the masked part of the row as 0. The one code attention_forward and
+// attention_probs_forward share, so the two write the same bits.
+void probs_tile(float* S, int64_t T, const float* Q, int64_t C3, const float* KT, int64_t tp, int64_t i0, int64_t ni,
+                int64_t HS) {
+  tile::gemm(false, tile::Tri::ColsTo, -i0, ni, i0 + ni, HS, Q + i0 * C3, C3, 1, KT, tp, S, T);
+  for (int64_t ii = 0; ii < ni; ++ii) softmax_row(S + ii * T, i0 + ii + 1, T);
+}
+
+// Per-thread workspace of attention_probs_forward: the packed K^T alone.
+int64_t probs_floats_per_thread(int64_t T, int64_t HS) { return round16(HS * Layout(T, HS).tp); }
 }  // namespace
 
 void attention_forward(std::span<float> out, std::span<float> probs, std::span<const float> qkv,
@@ -166,10 +179,7 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
       float* S = probs.data() + (bh * T + i0) * T;
       float* O = out.data() + (b * T + i0) * C + h * HS;
 
-      // S = Q (scale K)^T for keys 0..jend-1, then the causal softmax of each row (which also writes
-      // the masked part of the row as 0).
-      tile::gemm(false, tile::Tri::ColsTo, -i0, ni, jend, HS, Q + i0 * C3, C3, 1, KT, L.tp, S, T);
-      for (int64_t ii = 0; ii < ni; ++ii) softmax_row(S + ii * T, i0 + ii + 1, T);
+      probs_tile(S, T, Q, C3, KT, L.tp, i0, ni, HS);
 
       const float* A = S;
       int64_t lda = T;
@@ -187,6 +197,36 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
       // out = Pd V.
       tile::gemm(false, tile::Tri::KTo, -i0, ni, HS, jend, A, lda, 1, Vp, HS, O, C);
     }
+  }
+}
+
+int64_t attention_probs_workspace_floats(int64_t T, int64_t HS, int64_t threads) {
+  REMAT_ASSERT(HS > 0, "attention: HS must be positive");
+  return std::max<int64_t>(threads, 1) * probs_floats_per_thread(T, HS);
+}
+
+void attention_probs_forward(std::span<float> probs, std::span<const float> qkv, int64_t B, int64_t T, int64_t NH,
+                             int64_t KVH, int64_t HS, std::span<float> workspace) {
+  check_heads(NH, KVH, HS);
+  REMAT_ASSERT(int64_t(qkv.size()) >= B * T * (NH + 2 * KVH) * HS, "attention: qkv too small");
+  REMAT_ASSERT(int64_t(probs.size()) >= B * NH * T * T, "attention: probs too small");
+  if (B * T == 0) return;
+  const int64_t C3 = (NH + 2 * KVH) * HS, G = NH / KVH;
+  const int64_t per_thread = probs_floats_per_thread(T, HS), tp = Layout(T, HS).tp;
+  const float scale = 1.f / std::sqrt(float(HS));
+  const int nthr = threads_for(workspace, per_thread);
+
+  // As attention_forward, without V: pack the head's scaled K^T, then each query tile's scores and
+  // softmax. No dropout (probs are pre-dropout), no P V.
+#pragma omp parallel for schedule(static) num_threads(nthr)
+  for (int64_t bh = 0; bh < B * NH; ++bh) {
+    const int64_t b = bh / NH, h = bh % NH;
+    float* KT = workspace.data() + per_thread * omp_get_thread_num();
+    const float* Q = qkv.data() + b * T * C3 + h * HS;
+    const float* K = qkv.data() + b * T * C3 + (NH + h / G) * HS;
+    tile::pack_t(KT, tp, K, C3, T, round16(T), HS, scale);
+    for (int64_t i0 = 0; i0 < T; i0 += kRB)
+      probs_tile(probs.data() + (bh * T + i0) * T, T, Q, C3, KT, tp, i0, std::min(kRB, T - i0), HS);
   }
 }
 

@@ -40,6 +40,14 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
                        int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS, float p, uint64_t seed,
                        uint64_t offset, std::span<float> workspace);
 
+// The probabilities alone, bit for bit as attention_forward writes them: Q K^T, the causal mask and
+// the softmax, with no P V and no output (what selective recomputation rebuilds in backward; the
+// probabilities are pre-dropout, so the dropout mask plays no part). workspace must hold at least
+// attention_probs_workspace_floats(T, HS, threads) floats: about HS * T per thread (the packed K^T).
+int64_t attention_probs_workspace_floats(int64_t T, int64_t HS, int64_t threads);
+void attention_probs_forward(std::span<float> probs, std::span<const float> qkv, int64_t B, int64_t T, int64_t NH,
+                             int64_t KVH, int64_t HS, std::span<float> workspace);
+
 // Backward of attention_forward. ADDS (+=) the gradient w.r.t. qkv into dqkv (B, T, (NH+2*KVH)*HS);
 // dout is (B, T, NH*HS); probs is the forward's output. The dropout mask is regenerated from
 // (seed, offset).

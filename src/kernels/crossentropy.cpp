@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/exp_fast.h"
 
 namespace remat::kernels {
 
@@ -14,7 +15,6 @@ namespace {
 // narrower ISAs the compiler splits it, with the same bits. Every logit goes through the same vector
 // code (row tails are padded), so no element depends on where a scalar epilogue would begin.
 typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
 constexpr int64_t kLanes = 16;
 
 inline v16f load16(const float* p) {
@@ -29,23 +29,8 @@ inline v16f load_tail(const float* p, int64_t n, float fill) {
   return v;
 }
 
-// exp(x) per lane, ~1 ulp (Cephes expf polynomial), branch-free. glibc's expf is only vectorised under
-// -ffast-math, which we do not use. Saturates at exp(88), is 0 below -87.3, propagates NaN.
-inline v16f exp16(v16f x) {
-  v16f xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.0f ? 88.0f : xc;
-  const v16f n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x / ln2)
-  v16f r = xc - n * 0.693359375f;  // Cody-Waite: x - n ln2 in two steps
-  r = r - n * -2.12194440e-4f;
-  v16f q = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  q = q * r + 8.3334519073e-3f;
-  q = q * r + 4.1665795894e-2f;
-  q = q * r + 1.6666665459e-1f;
-  q = q * r + 5.0000001201e-1f;
-  q = q * (r * r) + r + 1.0f;
-  const v16f scale = (v16f)((__builtin_convertvector(n, v16i) + 127) << 23);  // 2^n
-  return x < -87.3f ? 0.0f : q * scale;
-}
+// exp per lane: exp_fast (exp_fast.h), the same function lane for lane as GELU's and SwiGLU's scalar one.
+inline v16f exp16(v16f x) { return exp_fast(x); }
 
 inline float row_max(const float* x, int64_t V) {
   v16f acc = load_tail(x, 0, -INFINITY);
@@ -90,24 +75,33 @@ void crossentropy_forward(std::span<float> losses, std::span<float> lse, std::sp
 }
 
 void crossentropy_backward(std::span<float> dlogits, std::span<const float> dlosses, std::span<const float> logits,
-                           std::span<const float> lse, const int32_t* targets, int64_t N, int64_t V) {
+                           std::span<const float> lse, const int32_t* targets, int64_t N, int64_t V, bool overwrite) {
   REMAT_ASSERT(int64_t(dlogits.size()) >= N * V && int64_t(dlosses.size()) >= N && int64_t(lse.size()) >= N &&
                    int64_t(logits.size()) >= N * V, "crossentropy_backward: span too small");
-  // forward was: loss = lse - logits[t], so dlogits += dloss * (exp(logits - lse) - onehot(t))
+  REMAT_ASSERT(overwrite || dlogits.data() != logits.data(), "crossentropy_backward: accumulating in place");
+  // forward was: loss = lse - logits[t], so dlogits += dloss * (exp(logits - lse) - onehot(t)).
+  // With `overwrite` the old contents count as +0: the row is computed as +0 + dloss * exp(...), the
+  // very operations of accumulating into a zero-filled buffer (the same bits, signed zeros included),
+  // without reading dlogits -- which may therefore be `logits` itself: each 16-lane chunk of a row is
+  // loaded before the same chunk is stored, and dx[t] is fixed up after the whole row.
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = targets[n];
-    if (t < 0) continue;  // ignored row: no gradient
+    float* dx = dlogits.data() + n * V;
+    if (t < 0) {  // ignored row: no gradient
+      if (overwrite) std::fill(dx, dx + V, 0.0f);
+      continue;
+    }
     REMAT_ASSERT(t < V, "crossentropy_backward: target out of range");
     const float* x = logits.data() + n * V;
-    float* dx = dlogits.data() + n * V;
     const float dl = dlosses[n], l = lse[n];
+    const v16f zero = {};
     int64_t j = 0;
     for (; j + kLanes <= V; j += kLanes) {
-      const v16f g = load16(dx + j) + dl * exp16(load16(x + j) - l);
+      const v16f g = (overwrite ? zero : load16(dx + j)) + dl * exp16(load16(x + j) - l);
       std::memcpy(dx + j, &g, sizeof g);
     }
-    const v16f g = load_tail(dx + j, V - j, 0.0f) + dl * exp16(load_tail(x + j, V - j, 0.0f) - l);
+    const v16f g = (overwrite ? zero : load_tail(dx + j, V - j, 0.0f)) + dl * exp16(load_tail(x + j, V - j, 0.0f) - l);
     for (int64_t k = 0; j + k < V; ++k) dx[j + k] = g[k];
     dx[t] -= dl;
   }

@@ -1,34 +1,15 @@
 #include "kernels/swiglu.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 
 #include "core/error.h"
+#include "kernels/exp_fast.h"
 
 namespace remat::kernels {
 
 namespace {
-
-// exp(x), ~1 ulp (Cephes expf polynomial), branch-free so loops over it vectorise: glibc's expf is
-// only vectorised under -ffast-math, which we do not use. Saturates at exp(88) and is 0 below -87.3.
-// (Twins live in gelu.cpp and crossentropy.cpp: each kernel file stays self-contained.)
-inline float exp_fast(float x) {
-  const float xc = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x / ln2)
-  float r = xc - n * 0.693359375f;  // Cody-Waite: x - n ln2 in two steps
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const float scale = std::bit_cast<float>((int32_t(n) + 127) << 23);  // 2^n
-  return x < -87.3f ? 0.0f : p * scale;
-}
 
 // sigmoid(x) and 1 - sigmoid(x) from e = exp(-|x|) in [0, 1]: exp never overflows, and both come out
 // with small relative error in either tail (no 1 - s cancellation, no huge denominators), so

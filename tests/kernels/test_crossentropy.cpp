@@ -87,3 +87,25 @@ TEST(CrossEntropy, DeterministicAcrossThreadCounts) {
   EXPECT_TRUE(bit_equal(r1, r2));
   EXPECT_TRUE(bit_equal(r1, r3));
 }
+
+// The overwrite mode (a fresh gradient, or in place over the logits) gives the bits of accumulating
+// into a zero-filled buffer -- signed zeros of underflowed products included -- and sets ignored rows
+// to 0 without reading the buffer's old contents.
+TEST(CrossEntropy, OverwriteAndInPlaceEqualAccumulatingIntoZeros) {
+  for (int64_t V : {1, 15, 16, 17, 1003, 4096}) {
+    const int64_t N = 37;
+    auto logits = randn(N * V, 6, 30.0f);  // wide logits: many exp(x - lse) underflow to 0
+    std::vector<int32_t> tgt(N);
+    for (int64_t n = 0; n < N; ++n) tgt[n] = n % 5 == 2 ? -1 : int32_t((n * 131) % V);
+    auto dloss = randn(N, 7);
+    dloss[3] = -1e-38f;  // products that underflow: -0 vs +0 matters
+    std::vector<float> loss(N), lse(N);
+    crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
+    std::vector<float> ref(N * V, 0.0f), fresh(N * V, std::nanf("")), inplace = logits;
+    crossentropy_backward(ref, dloss, logits, lse, tgt.data(), N, V);
+    crossentropy_backward(fresh, dloss, logits, lse, tgt.data(), N, V, /*overwrite=*/true);
+    crossentropy_backward(inplace, dloss, inplace, lse, tgt.data(), N, V, /*overwrite=*/true);
+    EXPECT_TRUE(bit_equal(fresh, ref)) << "V=" << V;
+    EXPECT_TRUE(bit_equal(inplace, ref)) << "V=" << V;
+  }
+}
