@@ -1,0 +1,56 @@
+#include "kernels/gelu_bf16.h"
+
+#include "core/error.h"
+#include "kernels/exp_fast.h"
+#include "kernels/vec_bf16.h"
+
+namespace remat::kernels {
+
+namespace {
+
+using vec_bf16::kChunk;
+constexpr float kS2Pi = 0.7978845608028654f;  // sqrt(2/pi), as gelu.cpp
+constexpr float kCube = 0.044715f;
+
+// gelu.cpp's expressions, operation for operation, so each value is the fp32 twin's before rounding.
+inline float gelu(float v) {
+  const float u = kS2Pi * (v + kCube * v * v * v);
+  return v / (1.0f + exp_fast(-2.0f * u));
+}
+inline float gelu_grad(float v, float d) {
+  const float u = kS2Pi * (v + kCube * v * v * v);
+  const float s = 1.0f / (1.0f + exp_fast(-2.0f * u));
+  const float du = kS2Pi * (1.0f + 3.0f * kCube * v * v);
+  return d * (s + 2.0f * v * s * (1.0f - s) * du);
+}
+
+}  // namespace
+
+void gelu_bf16_forward(std::span<bf16> out, std::span<const bf16> inp, int64_t N) {
+  REMAT_ASSERT(int64_t(out.size()) >= N && int64_t(inp.size()) >= N, "gelu_bf16_forward: span too small");
+  const bf16* x = inp.data();
+  bf16* o = out.data();
+  vec_bf16::for_chunks(N, [&](int64_t i0, int64_t len) {
+    float t[kChunk];
+    for (int64_t i = 0; i < len; ++i) t[i] = gelu(bf16_to_float(x[i0 + i]));
+    to_bf16(o + i0, t, len);
+  });
+}
+
+void gelu_bf16_backward(std::span<bf16> dinp, std::span<const bf16> inp, std::span<const bf16> dout, int64_t N,
+                        bool overwrite) {
+  REMAT_ASSERT(int64_t(dinp.size()) >= N && int64_t(inp.size()) >= N && int64_t(dout.size()) >= N,
+               "gelu_bf16_backward: span too small");
+  const bf16 *x = inp.data(), *d = dout.data();
+  bf16* dx = dinp.data();
+  vec_bf16::for_chunks(N, [&](int64_t i0, int64_t len) {
+    float t[kChunk];
+    for (int64_t i = 0; i < len; ++i) {
+      const float g = gelu_grad(bf16_to_float(x[i0 + i]), bf16_to_float(d[i0 + i]));
+      t[i] = overwrite ? g : bf16_to_float(dx[i0 + i]) + g;
+    }
+    to_bf16(dx + i0, t, len);
+  });
+}
+
+}  // namespace remat::kernels

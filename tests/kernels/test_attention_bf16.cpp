@@ -1,0 +1,197 @@
+// The bf16 naive attention against the fp32 kernel (attention.h) on the same bf16 values widened,
+// with and without dropout, multi-head and grouped-query, odd T and odd HS; the AVX512_BF16 and
+// portable paths bit for bit; thread-count independence; probs-only recompute bit for bit; and the
+// pair micro-kernel alone.
+#include "kernels/attention_bf16.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fd_check.h"
+#include "kernels/attention.h"
+#include "kernels/bf16.h"
+#include "kernels/dot_bf16.h"
+
+using namespace remat::kernels;
+using remat::test::randn;
+
+namespace {
+
+constexpr uint64_t kSeed = 0x5eed1234abcdull, kOffset = 977;
+
+std::vector<bf16> b16(const std::vector<float>& v) {
+  std::vector<bf16> o(v.size());
+  to_bf16(o.data(), v.data(), int64_t(v.size()));
+  return o;
+}
+std::vector<float> f32(const std::vector<bf16>& v) {
+  std::vector<float> o(v.size());
+  to_float(o.data(), v.data(), int64_t(v.size()));
+  return o;
+}
+int ord(bf16 h) { return (h.bits & 0x8000) ? -int(h.bits & 0x7FFF) : int(h.bits); }
+bool same(const std::vector<bf16>& a, const std::vector<bf16>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 2) == 0;
+}
+
+struct Dims {
+  int64_t B, T, NH, KVH, HS;
+  int64_t C3() const { return (NH + 2 * KVH) * HS; }
+  int64_t qkv() const { return B * T * C3(); }
+  int64_t out() const { return B * T * NH * HS; }
+  int64_t probs() const { return B * NH * T * T; }
+  std::string str() const {
+    return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+           " KVH=" + std::to_string(KVH) + " HS=" + std::to_string(HS);
+  }
+};
+
+struct Run16 {
+  std::vector<bf16> out, probs, dqkv;
+};
+Run16 run16(const Dims& d, const std::vector<bf16>& qkv, const std::vector<bf16>& dout, const std::vector<bf16>& dqkv0,
+            float p, int threads = 2) {
+  Run16 r;
+  r.out.assign(d.out(), float_to_bf16(-7.f));
+  r.probs.assign(d.probs(), float_to_bf16(-7.f));
+  r.dqkv = dqkv0;
+  std::vector<float> ws(attention_bf16_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads), std::nanf(""));
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  attention_bf16_forward(r.out, r.probs, qkv, d.B, d.T, d.NH, d.KVH, d.HS, p, kSeed, kOffset, ws);
+  attention_bf16_backward(r.dqkv, dout, qkv, r.probs, d.B, d.T, d.NH, d.KVH, d.HS, p, kSeed, kOffset, ws);
+  omp_set_num_threads(saved);
+  return r;
+}
+
+struct Run32 {
+  std::vector<float> out, probs, dqkv;
+};
+Run32 run32(const Dims& d, const std::vector<float>& qkv, const std::vector<float>& dout,
+            const std::vector<float>& dqkv0, float p) {
+  Run32 r;
+  r.out.assign(d.out(), 0.f);
+  r.probs.assign(d.probs(), 0.f);
+  r.dqkv = dqkv0;
+  std::vector<float> ws(attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, omp_get_max_threads()));
+  attention_forward(r.out, r.probs, qkv, d.B, d.T, d.NH, d.KVH, d.HS, p, kSeed, kOffset, ws);
+  attention_backward(r.dqkv, dout, qkv, r.probs, d.B, d.T, d.NH, d.KVH, d.HS, p, kSeed, kOffset, ws);
+  return r;
+}
+
+const Dims kDims[] = {{2, 100, 4, 2, 16}, {1, 67, 2, 2, 7}, {1, 130, 3, 1, 32}};
+
+}  // namespace
+
+// Tolerances against the fp32 kernel on the same (bf16) inputs:
+//  - probs: the scores differ from fp32's only in summation order and the softmax's exp (exp_fast
+//    here, exp512 there), a few fp32 ulps, then one rounding: one bf16 ulp.
+//  - out: one rounding to bf16 is off by at most 2^-8 relative (8 significant bits). P is rounded,
+//    and under dropout Pd = P / (1-p) once more, before P V: each term off by at most 2^-7, so
+//    |out - ref| <= 2^-7 * sum_j Pd_ij |v_j| (computed as the fp32 kernel on |V|), plus the output's
+//    own rounding, 2^-8 |ref|.
+//  - dqkv: dS is formed from bf16 P and rounded to bf16, so each gradient is a sum of terms each off
+//    by up to 2^-7 relative, and the terms cancel: bounded by 2^-6 of the largest |gradient| of its
+//    part (Q, K or V) plus 2^-7 of its own magnitude. Measured worst case: under a third of 2^-6.
+//  A wrong scale, mask, head mapping, dropout mask or missing term moves results by O(1) of those.
+TEST(AttentionBf16, MatchesFp32Kernel) {
+  for (const Dims& d : kDims)
+    for (float p : {0.f, 0.1f}) {
+      const std::string at = d.str() + " p=" + std::to_string(p);
+      const auto qkv = b16(randn(d.qkv(), 1, 1.5f)), dout = b16(randn(d.out(), 2)), dq0 = b16(randn(d.qkv(), 3));
+      const Run16 r = run16(d, qkv, dout, dq0, p);
+      const auto qkvf = f32(qkv);
+      const Run32 ref = run32(d, qkvf, f32(dout), f32(dq0), p);
+      for (int64_t i = 0; i < d.probs(); ++i)
+        ASSERT_LE(std::abs(ord(r.probs[i]) - ord(float_to_bf16(ref.probs[i]))), 1)
+            << at << " probs " << i << ": " << bf16_to_float(r.probs[i]) << " vs " << ref.probs[i];
+      auto qkv_absv = qkvf;  // |V|, the same Q and K: the magnitude of each output sum
+      for (int64_t t = 0; t < d.B * d.T; ++t)
+        for (int64_t c = (d.NH + d.KVH) * d.HS; c < d.C3(); ++c) qkv_absv[t * d.C3() + c] = std::fabs(qkv_absv[t * d.C3() + c]);
+      const Run32 mag = run32(d, qkv_absv, f32(dout), f32(dq0), p);
+      for (int64_t i = 0; i < d.out(); ++i)
+        ASSERT_NEAR(bf16_to_float(r.out[i]), ref.out[i], mag.out[i] / 128 + std::fabs(ref.out[i]) / 256 + 1e-6)
+            << at << " out " << i;
+      // The gradient added by the kernel, per part (Q, K, V columns).
+      const auto got = f32(r.dqkv), init = f32(dq0);
+      for (int part = 0; part < 3; ++part) {
+        const int64_t c0 = part == 0 ? 0 : part == 1 ? d.NH * d.HS : (d.NH + d.KVH) * d.HS;
+        const int64_t c1 = part == 0 ? d.NH * d.HS : part == 1 ? (d.NH + d.KVH) * d.HS : d.C3();
+        double gmax = 0, worst = 0;
+        for (int64_t t = 0; t < d.B * d.T; ++t)
+          for (int64_t c = c0; c < c1; ++c) gmax = std::max(gmax, std::fabs(double(ref.dqkv[t * d.C3() + c]) - init[t * d.C3() + c]));
+        for (int64_t t = 0; t < d.B * d.T; ++t)
+          for (int64_t c = c0; c < c1; ++c) {
+            const int64_t i = t * d.C3() + c;
+            const double g = double(ref.dqkv[i]) - init[i], e = std::fabs(double(got[i]) - ref.dqkv[i]);
+            worst = std::max(worst, e / gmax);
+            ASSERT_LE(e, gmax / 64 + std::fabs(ref.dqkv[i]) / 128 + 1e-6)
+                << at << " dqkv part " << part << " at t=" << t << " c=" << c << ": " << got[i] << " vs " << ref.dqkv[i]
+                << " (gradient " << g << ")";
+          }
+        std::printf("%s part %d: worst |err| / max|grad| = %.4f\n", at.c_str(), part, worst);
+      }
+    }
+}
+
+TEST(AttentionBf16, PathsThreadsAndRecomputeBitIdentical) {
+  const Dims d{2, 100, 4, 2, 16};
+  const auto qkv = b16(randn(d.qkv(), 4, 1.5f)), dout = b16(randn(d.out(), 5)), dq0 = b16(randn(d.qkv(), 6));
+  for (float p : {0.f, 0.1f}) {
+    const Run16 a = run16(d, qkv, dout, dq0, p, 2);
+    const Run16 one = run16(d, qkv, dout, dq0, p, 1);
+    EXPECT_TRUE(same(a.out, one.out) && same(a.probs, one.probs) && same(a.dqkv, one.dqkv)) << "threads, p=" << p;
+    if (bf16_cpu_isa() == Bf16Isa::Avx512Bf16) {
+      const Bf16Isa prev = set_bf16_isa(Bf16Isa::Portable);
+      const Run16 port = run16(d, qkv, dout, dq0, p, 2);
+      set_bf16_isa(prev);
+      EXPECT_TRUE(same(a.out, port.out)) << "out, portable vs avx512_bf16, p=" << p;
+      EXPECT_TRUE(same(a.probs, port.probs)) << "probs, portable vs avx512_bf16, p=" << p;
+      EXPECT_TRUE(same(a.dqkv, port.dqkv)) << "dqkv, portable vs avx512_bf16, p=" << p;
+    }
+    std::vector<bf16> probs(d.probs(), float_to_bf16(-3.f));
+    std::vector<float> ws(attention_bf16_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, 2));
+    attention_bf16_probs_forward(probs, qkv, d.B, d.T, d.NH, d.KVH, d.HS, ws);
+    EXPECT_TRUE(same(probs, a.probs)) << "probs-only recompute, p=" << p;
+  }
+}
+
+// The micro-kernel's two paths on every kind of value (random bit patterns: NaN, inf, denormals,
+// zeros included), odd sizes, accumulate or not.
+TEST(AttentionBf16, DotKernelPathsIdentical) {
+  if (bf16_cpu_isa() != Bf16Isa::Avx512Bf16) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  std::mt19937 rng(7);
+  for (auto [M, N, KP] : {std::tuple<int64_t, int64_t, int64_t>{5, 37, 9}, {16, 64, 32}, {3, 7, 1}, {9, 16, 0}})
+    for (bool acc : {false, true})
+      for (bool wild : {false, true}) {
+        const int64_t sa_r = KP + 1, ldb = N + 3, ldc = N + 2;
+        std::vector<uint32_t> A(M * sa_r + 1), B(std::max<int64_t>(KP, 1) * ldb);
+        auto gen = [&]() -> uint32_t {
+          if (wild) return rng();
+          // Normal-range bf16 pairs, occasionally tiny (denormal products and sums).
+          auto h = [&]() { return uint32_t(((rng() & 1) << 15) | ((rng() % 8 == 0 ? rng() % 4 : 100 + rng() % 50) << 7) | (rng() & 0x7F)); };
+          return h() | (h() << 16);
+        };
+        for (auto& x : A) x = gen();
+        for (auto& x : B) x = gen();
+        std::vector<float> C0(M * ldc);
+        for (auto& x : C0) x = wild ? std::bit_cast<float>(uint32_t(rng())) : std::ldexp(float(int(rng() % 2001) - 1000), -int(rng() % 140));
+        auto c1 = C0, c2 = C0;
+        dot_bf16_path::gemm_portable(acc, M, N, KP, A.data(), sa_r, 1, B.data(), ldb, c1.data(), ldc);
+        dot_bf16_path::gemm_avx512(acc, M, N, KP, A.data(), sa_r, 1, B.data(), ldb, c2.data(), ldc);
+        for (int64_t i = 0; i < M * ldc; ++i) {
+          const float x = c1[i], y = c2[i];
+          ASSERT_TRUE(std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y) || (std::isnan(x) && std::isnan(y)))
+              << "M=" << M << " N=" << N << " KP=" << KP << " acc=" << acc << " wild=" << wild << " at " << i << ": " << x
+              << " vs " << y;
+        }
+      }
+}
