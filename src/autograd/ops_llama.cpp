@@ -121,11 +121,13 @@ Tensor rope_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t NH, i
                    v.shape() == k.shape() && HS % 2 == 0,
                "rope_qkv: q must be (B, T, NH*HS), k and v (B, T, KVH*HS), with HS even");
   Tensor out = Tensor::empty({B, T, (NH + 2 * KVH) * HS}, Category::Activation, name);
-  if (!shape_only()) {
+  {  // the tables are made in a dry run too: it counts what a real run allocates
     Tensor cos = Tensor::empty({T, HS / 2}, Category::Workspace, name + ".cos");
     Tensor sin = Tensor::empty({T, HS / 2}, Category::Workspace, name + ".sin");
-    kernels::rope_table(cos.span(), sin.span(), T, HS, theta);
-    kernels::rope_qkv_forward(out.span(), q.cspan(), k.cspan(), v.cspan(), cos.cspan(), sin.cspan(), B, T, NH, KVH, HS);
+    if (!shape_only()) {
+      kernels::rope_table(cos.span(), sin.span(), T, HS, theta);
+      kernels::rope_qkv_forward(out.span(), q.cspan(), k.cspan(), v.cspan(), cos.cspan(), sin.cspan(), B, T, NH, KVH, HS);
+    }
   }
   const double flops = 3.0 * B * T * (NH + KVH) * HS;  // two multiplies and an add per rotated element
   if (!recording()) { count_forward(RopeNode::kOp, name, flops); return out; }

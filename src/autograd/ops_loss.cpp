@@ -58,12 +58,14 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> targets, dou
   REMAT_ASSERT(int64_t(targets.size()) == N || shape_only(), "cross_entropy: one target per row");
   Tensor lse = Tensor::empty({N}, Category::Activation, name + ".lse");
   Tensor loss = Tensor::empty({1}, Category::Activation, name);
-  if (!shape_only()) {
+  {  // the per-row losses are made in a dry run too: it counts what a real run allocates
     Tensor losses = Tensor::empty({N}, Category::Workspace, name + ".losses");
-    kernels::crossentropy_forward(losses.span(), lse.span(), logits.cspan(), targets.data(), N, V);
-    double sum = 0;  // fixed order: deterministic
-    for (int64_t i = 0; i < N; ++i) sum += losses.data()[i];
-    loss.data()[0] = float(sum / count);
+    if (!shape_only()) {
+      kernels::crossentropy_forward(losses.span(), lse.span(), logits.cspan(), targets.data(), N, V);
+      double sum = 0;  // fixed order: deterministic
+      for (int64_t i = 0; i < N; ++i) sum += losses.data()[i];
+      loss.data()[0] = float(sum / count);
+    }
   }
   const double flops = 4.0 * N * V;
   if (!recording()) { count_forward(CrossEntropyNode::kOp, name, flops); return loss; }

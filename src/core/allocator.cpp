@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <new>
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include "core/error.h"
 
 namespace remat {
@@ -67,6 +70,8 @@ void Allocator::account(size_t bytes, Category cat, const std::string& name) {
     }
     active_[int(cat)] += bytes;
     total_ += bytes;
+    ++allocations_;
+    allocated_bytes_ += bytes;
     if (limit_ != 0 && total_ + cached_ > limit_) drop_cache_locked();  // keep live + cached within it
     if (is_activation(cat)) act_ += bytes;
     auto& ns = names_[name];
@@ -91,6 +96,7 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
       void* p = it->second.back();
       it->second.pop_back();
       cached_ -= rounded;
+      handed_out_ += rounded;
       return p;
     }
   }
@@ -100,6 +106,10 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
     throw Error("memory", "the system refused " + format_bytes(bytes) + " for '" + name + "'",
                 "use a smaller model, --micro-batch or a checkpoint strategy");
   }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    handed_out_ += rounded;
+  }
   return p;
 }
 
@@ -107,6 +117,7 @@ void Allocator::release(void* p, size_t bytes, Category cat, const std::string& 
   if (p) {
     std::lock_guard<std::mutex> lk(mu_);
     const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+    handed_out_ -= rounded;
     // Under a hard limit the cache keeps live + cached within it, so the limit bounds the process.
     if (cached_ + rounded <= cache_limit_ && (limit_ == 0 || total_ + cached_ + rounded <= limit_ + bytes)) {
       cache_[rounded].push_back(p);
@@ -155,7 +166,27 @@ size_t Allocator::active_total() const { std::lock_guard<std::mutex> lk(mu_); re
 size_t Allocator::peak_total() const { std::lock_guard<std::mutex> lk(mu_); return total_peak_; }
 size_t Allocator::active_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_; }
 size_t Allocator::peak_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_peak_; }
+uint64_t Allocator::allocations() const { std::lock_guard<std::mutex> lk(mu_); return allocations_; }
+uint64_t Allocator::allocated_bytes() const { std::lock_guard<std::mutex> lk(mu_); return allocated_bytes_; }
 size_t Allocator::cached() const { std::lock_guard<std::mutex> lk(mu_); return cached_; }
+size_t Allocator::system_bytes() const { std::lock_guard<std::mutex> lk(mu_); return handed_out_ + cached_; }
+
+size_t untracked_heap_bytes() {
+  const struct mallinfo2 mi = mallinfo2();
+  const size_t heap = mi.uordblks + mi.hblkhd;
+  const size_t ours = Allocator::global().system_bytes();
+  return heap > ours ? heap - ours : 0;
+}
+
+size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  const long page = sysconf(_SC_PAGESIZE);
+  return n == 2 && page > 0 ? size_t(resident) * size_t(page) : 0;
+}
 
 void Allocator::drop_cache_locked() {
   for (auto& [size, blocks] : cache_)

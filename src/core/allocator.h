@@ -64,6 +64,9 @@ class Allocator {
   size_t peak_total() const;
   size_t active_activation() const;  // SavedActivation + Checkpoint + Recompute, now
   size_t peak_activation() const;    // ... its high-water mark since the last reset_peak()
+  // Every allocation (or account()) since construction: how many, and their bytes summed.
+  uint64_t allocations() const;
+  uint64_t allocated_bytes() const;
   // Peaks restart from the current live values.
   void reset_peak();
   // 0 means no limit. The limit applies to the total of all categories.
@@ -82,6 +85,9 @@ class Allocator {
   // Caps the cache (default 2 GiB; with a limit set, live + cached stays within the limit); blocks
   // freed beyond it go back to the system.
   void set_cache_limit(size_t bytes);
+  // Bytes of the system's memory this allocator holds: its live blocks, each rounded up to 64 as
+  // allocated, and its cache. (Accounted bytes are the sizes asked for, not rounded.)
+  size_t system_bytes() const;
 
  private:
   void bump_peaks_locked();
@@ -92,7 +98,18 @@ class Allocator {
   std::map<std::string, NameStats> names_;
   std::map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
   size_t cached_ = 0, cache_limit_ = size_t(2) << 30;
+  size_t handed_out_ = 0;  // rounded bytes of the live blocks
+  uint64_t allocations_ = 0, allocated_bytes_ = 0;
 };
+
+// Heap bytes in use in this process that the accounting allocator does not hold: glibc's heap in use
+// (mallinfo2: uordblks + hblkhd, the latter its mmapped chunks) minus Allocator::global()'s
+// system_bytes(). That is oneDNN's primitive cache and scratchpad, the C++ and OpenMP runtimes, and
+// any std::vector the engine keeps (ideally none). Heap only: thread stacks, the binary and
+// memory-mapped token files are not in it (they show in resident_bytes()).
+size_t untracked_heap_bytes();
+// The process's resident set size (/proc/self/statm), or 0 where it cannot be read.
+size_t resident_bytes();
 
 // Formats a byte count as "12.3 MiB".
 std::string format_bytes(size_t bytes);

@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <map>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
+#include "planner/optimal.h"
 #include "planner/planner.h"
 
 namespace remat {
@@ -38,7 +40,20 @@ Predicted predict(const ReportInput& in) {
   Predicted p;
   p.trace = planner::trace_step(*in.model, in.micro_batch, in.T, in.policy);
   p.store_all = in.policy ? planner::trace_step(*in.model, in.micro_batch, in.T, nullptr) : p.trace;
-  p.schedule = make_schedule(in.strategy, in.model->num_layers());
+  if (!in.block_policy.empty()) {  // a plan's policy per block: its blocks spliced from one dry run per policy
+    std::vector<const autograd::Policy*> distinct{in.policy};
+    std::vector<int> index;
+    for (const autograd::Policy* q : in.block_policy) {
+      auto it = std::find(distinct.begin(), distinct.end(), q);
+      if (it == distinct.end()) it = distinct.insert(distinct.end(), q);
+      index.push_back(int(it - distinct.begin()));
+    }
+    std::vector<planner::StepTrace> traces{p.trace};
+    for (size_t k = 1; k < distinct.size(); ++k)
+      traces.push_back(planner::trace_step(*in.model, in.micro_batch, in.T, distinct[k]));
+    p.trace = planner::splice(traces, index);
+  }
+  p.schedule = in.schedule ? *in.schedule : make_schedule(in.strategy, in.model->num_layers());
   p.mem = planner::simulate_memory(p.trace, p.schedule);
   p.comp = planner::predict_compute(p.trace, p.schedule);
   return p;
@@ -99,6 +114,20 @@ std::string headline(const ReportInput& in, const Predicted& pr) {
 
 }  // namespace
 
+std::string whole_step_agreement(const StepMemory& predicted, const StepMeasure& measured) {
+  std::string diff;
+  auto part = [&](const char* what, size_t p, size_t m) {
+    if (p == m) return;
+    char b[96];
+    std::snprintf(b, sizeof b, "%s%s %+lld B", diff.empty() ? "" : ", ", what, (long long)p - (long long)m);
+    diff += b;
+  };
+  for (int i = 0; i < kNumCategories; ++i)
+    part(category_name(Category(i)), predicted.peak[size_t(i)], measured.peak_category[size_t(i)]);
+  part("total", predicted.peak_total, measured.peak_total);
+  return diff.empty() ? "predicted = measured, to the byte" : "predicted - measured: " + diff;
+}
+
 nlohmann::json report_json(const ReportInput& in) {
   const Predicted pr = predict(in);
   const auto& mem = pr.mem;
@@ -154,6 +183,15 @@ nlohmann::json report_json(const ReportInput& in) {
     if (in.measure.peak_category[size_t(i)] > 0) cats[category_name(Category(i))] = in.measure.peak_category[size_t(i)];
   j["category_peak_bytes"] = cats;
   j["peak_total_bytes"] = in.measure.peak_total;
+  if (const auto& ws = in.measure.whole_step) {
+    nlohmann::json pc = nlohmann::json::object();
+    for (int i = 0; i < kNumCategories; ++i)
+      if (ws->peak[size_t(i)] > 0) pc[category_name(Category(i))] = ws->peak[size_t(i)];
+    j["category_peak_bytes_predicted"] = pc;
+    j["peak_total_bytes_predicted"] = ws->peak_total;
+    j["whole_step"] = whole_step_agreement(*ws, in.measure);
+  }
+  if (in.measure.untracked_heap) j["untracked_heap_bytes"] = *in.measure.untracked_heap;
   return j;
 }
 
@@ -177,17 +215,37 @@ std::string memory_report(const ReportInput& in) {
       cfg.describe().c_str(), (long long)in.micro_batch, (long long)in.T, (long long)in.accum,
       in.strategy.label().c_str(), in.strategy.recompute_last ? " (recompute-last)" : "", in.policy_label.c_str(),
       autograd::attention_kind_name(cfg.attention));
-  add("bytes per category (each at its own peak during the step, accounting allocator):\n");
+  // The whole step: every accounted byte, measured beside the trainer's dry run of the same step.
+  const std::optional<StepMemory>& ws = in.measure.whole_step;
+  if (ws)
+    add("bytes per category (each at its own peak during the step): measured by the accounting allocator, "
+        "predicted by a dry run of the whole step\n");
+  else
+    add("bytes per category (each at its own peak during the step, accounting allocator):\n");
   size_t sum_of_peaks = 0;
   for (int i = 0; i < kNumCategories; ++i) {
     const size_t b = in.measure.peak_category[size_t(i)];
-    if (b == 0) continue;
+    if (b == 0 && !(ws && ws->peak[size_t(i)] > 0)) continue;
     sum_of_peaks += b;
-    add("  %-22s %12s MiB\n", category_name(Category(i)), mib(b).c_str());
+    if (ws)
+      add("  %-22s %12s MiB   predicted %12s MiB\n", category_name(Category(i)), mib(b).c_str(),
+          mib(ws->peak[size_t(i)]).c_str());
+    else
+      add("  %-22s %12s MiB\n", category_name(Category(i)), mib(b).c_str());
   }
-  add("  %-22s %12s MiB   (all categories at once, at the step's peak; their own peaks, at different moments, "
+  std::string predicted_total;
+  if (ws) {
+    char b[64];
+    std::snprintf(b, sizeof b, "predicted %12s MiB   ", mib(ws->peak_total).c_str());
+    predicted_total = b;
+  }
+  add("  %-22s %12s MiB   %s(all categories at once, at the step's peak; their own peaks, at different moments, "
       "sum to %s MiB)\n",
-      "total", mib(in.measure.peak_total).c_str(), mib(sum_of_peaks).c_str());
+      "total", mib(in.measure.peak_total).c_str(), predicted_total.c_str(), mib(sum_of_peaks).c_str());
+  if (ws) add("  whole step: %s\n", whole_step_agreement(*ws, in.measure).c_str());
+  if (in.measure.untracked_heap)
+    add("  outside the allocator: %s MiB (oneDNN primitive cache and scratchpad, runtime)\n",
+        mib(*in.measure.untracked_heap).c_str());
   add("activation peak of one step      measured %10s MiB   predicted %10s MiB   %s\n",
       mib(in.measure.peak_activation).c_str(), mib(mem.peak_activation).c_str(),
       in.measure.peak_activation == mem.peak_activation ? "(equal to the byte)" : "(MISMATCH)");
@@ -273,6 +331,19 @@ std::string memory_report(const ReportInput& in) {
     add("  step time against store-everything: not measured (%s)\n",
         in.compare_note.empty() ? "rerun with --compare-none" : in.compare_note.c_str());
   return r;
+}
+
+ReportInput report_input(const Trainer& t, const TrainSummary& s) {
+  ReportInput in{&t.model(), t.micro_batch(), t.seq(), t.accum(), t.strategy(), s.measure,
+                 t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
+  const StepOptions so = t.step_options();
+  in.schedule = so.schedule;
+  in.block_policy = so.block_policy;
+  if (!t.block_policies().empty()) {
+    in.policy_label = "per block:";
+    for (const NamePolicy& p : t.block_policies()) in.policy_label += " " + p.label();
+  }
+  return in;
 }
 
 StepTiming time_against_none(const TrainOptions& run, int timed, int warmup) {

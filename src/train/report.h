@@ -33,7 +33,16 @@ struct ReportInput {
   // The allocator's per-name statistics as the run left them (compare_against_none takes them before
   // it runs other steps); unset: Allocator::global()'s when the report is made.
   std::optional<std::map<std::string, NameStats>> names{};
+  // The schedule the run ran when it is not `strategy`'s (a plan's), and a policy per block overriding
+  // `policy` for the blocks (StepOptions::block_policy): the predictions then price these.
+  std::optional<Schedule> schedule{};
+  std::vector<const autograd::Policy*> block_policy{};
 };
+
+// The report's input for a trainer's run: its model, micro-batch, T, accumulation, strategy, policy,
+// schedule and per-block policies (a plan's, labelled "per block: ..."), and the last step's measure
+// (with the whole-step prediction run() put beside it).
+ReportInput report_input(const Trainer& t, const TrainSummary& s);
 
 // The textbook overhead of a strategy (block units, fwd = 1, bwd = 2, every segment recomputed):
 // none 1, segments 4/3, all (3L + L(L+1)/2) / 3L.
@@ -50,7 +59,12 @@ std::string report_headline(const ReportInput& in);
 // in-flight recompute, saved by the forward); per-layer measured vs analytic activation bytes; one
 // block's saved tensors; the largest named activations; block forwards / recomputes / backwards with
 // FLOPs and overhead, and the measured step times when present.
+// With the measure's whole_step prediction (Trainer::run makes it), each category shows measured and
+// predicted, followed by whole_step_agreement(); with its untracked_heap, the heap outside the
+// allocator.
 std::string memory_report(const ReportInput& in);
+// "predicted = measured, to the byte", or "predicted - measured: gradient +128 B, total +128 B".
+std::string whole_step_agreement(const StepMemory& predicted, const StepMeasure& measured);
 nlohmann::json report_json(const ReportInput& in);
 
 // Median wall time of `timed` optimizer steps, after `warmup` untimed ones, of two fresh Trainers

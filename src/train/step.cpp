@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
+#include "kernels/adamw.h"
 
 namespace remat {
 
@@ -27,6 +29,17 @@ void StepMeasure::merge(const StepMeasure& o) {
   peak_total = std::max(peak_total, o.peak_total);
   forward_end = std::max(forward_end, o.forward_end);
   chain_forward_s += o.chain_forward_s;
+  if (!whole_step) whole_step = o.whole_step;
+  if (!untracked_heap) untracked_heap = o.untracked_heap;
+}
+
+void StepMeasure::take_peaks(const Allocator& a) {
+  peak_activation = a.peak_activation();
+  peak_saved = a.peak(Category::SavedActivation);
+  peak_checkpoint = a.peak(Category::Checkpoint);
+  peak_recompute = a.peak(Category::Recompute);
+  peak_total = a.peak_total();
+  for (int c = 0; c < kNumCategories; ++c) peak_category[size_t(c)] = a.peak(Category(c));
 }
 
 float forward_backward(Model& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
@@ -43,6 +56,7 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
   Recorder r;
   r.counters = &m.counters;
   r.check_determinism = opt.check_determinism;
+  r.break_replay = opt.break_replay;
   r.policy = opt.policy;
   r.profile = opt.profile;
   if (r.profile) r.profile->mark();
@@ -110,42 +124,123 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
   }
   trace("backward  embedding");
 
-  m.peak_activation = alloc.peak_activation();
-  m.peak_saved = alloc.peak(Category::SavedActivation);
-  m.peak_checkpoint = alloc.peak(Category::Checkpoint);
-  m.peak_recompute = alloc.peak(Category::Recompute);
-  m.peak_total = alloc.peak_total();
-  for (int c = 0; c < kNumCategories; ++c) m.peak_category[size_t(c)] = alloc.peak(Category(c));
+  m.take_peaks(alloc);
   if (measure) measure->merge(m);
   return loss_value;
 }
+
+namespace {
+// What the trainer holds across steps (trainer.cpp), in its order: the model's parameters and
+// gradients, the data set, AdamW's moments and the batch buffers. Made under a ShapeOnlyScope and a
+// DryRunAccount: counted by `acct`, no memory.
+struct DryState {
+  DryState(const ModelConfig& cfg, int64_t B, int64_t T, size_t data_bytes, Allocator& acct)
+      : model(make_model(cfg)), acct_(acct), data_bytes_(data_bytes) {
+    if (data_bytes_ > 0) acct_.account(data_bytes_, Category::Data, "data.tokens");
+    make_adamw_moments(*model, &adam_m, &adam_v);
+    batch = std::make_unique<BatchBuffers>(B, T);
+  }
+  ~DryState() {
+    if (data_bytes_ > 0) acct_.unaccount(data_bytes_, Category::Data, "data.tokens");
+  }
+  DryState(const DryState&) = delete;
+  DryState& operator=(const DryState&) = delete;
+  std::unique_ptr<Model> model;
+  std::vector<Tensor> adam_m, adam_v;
+  std::unique_ptr<BatchBuffers> batch;
+
+ private:
+  Allocator& acct_;
+  size_t data_bytes_;
+};
+}  // namespace
 
 StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t accum, const StepOptions& opt,
                         size_t data_bytes) {
   Allocator acct;
   StepMeasure m;
+  StepMemory r;
   {
     ShapeOnlyScope dry;
     DryRunAccount count(acct);
-    const std::unique_ptr<Model> model = make_model(cfg);  // parameters and gradients
-    std::vector<Tensor> moments;                           // AdamW's m and v, as the trainer makes them
-    for (const Param& p : model->params()) {
-      moments.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_m"));
-      moments.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_v"));
-    }
-    if (data_bytes > 0) acct.account(data_bytes, Category::Data, "data");
-    const std::vector<int32_t> none;
+    DryState st(cfg, B, T, data_bytes, acct);
+    // Trainer::step: every micro-batch's forward_backward, the gradient norm and the AdamW update.
+    const uint64_t n0 = acct.allocations(), b0 = acct.allocated_bytes();
     for (int64_t k = 0; k < accum; ++k)
-      forward_backward(*model, MicroBatch{none, none, B, T}, double(B * T * accum), StepRng{0, true}, opt, &m);
-    if (data_bytes > 0) acct.unaccount(data_bytes, Category::Data, "data");
+      forward_backward(*st.model, st.batch->micro_batch(), double(B * T * accum), StepRng{0, true}, opt, &m);
+    adamw_step(*st.model, st.adam_m, st.adam_v, AdamWSettings{}, grad_norm(*st.model), 0.0f, 1);
+    StepMeasure last;  // the optimizer's part, with the last micro-batch's (peaks since its reset)
+    last.take_peaks(acct);
+    m.merge(last);
+    r.allocations = acct.allocations() - n0;
+    r.allocated_bytes = acct.allocated_bytes() - b0;
   }
-  StepMemory r;
   r.peak = m.peak_category;
   r.peak_total = m.peak_total;
   r.peak_activation = m.peak_activation;
   for (Category c : {Category::Parameter, Category::Gradient, Category::OptimizerState, Category::Data})
     r.persistent += r.peak[size_t(c)];
   return r;
+}
+
+size_t plan_independent_bytes(const ModelConfig& cfg, int64_t B, int64_t T, size_t data_bytes) {
+  Allocator acct;
+  ShapeOnlyScope dry;
+  DryRunAccount count(acct);
+  const DryState st(cfg, B, T, data_bytes, acct);
+  return acct.active_total();
+}
+
+size_t BatchBuffers::bytes(int64_t B, int64_t T) {
+  return size_t(shape_numel({2, B, T})) * sizeof(int32_t);  // throws on a (B, T) too large to address
+}
+
+BatchBuffers::BatchBuffers(int64_t B, int64_t T) : B_(B), T_(T), n_(bytes(B, T) / 2 / sizeof(int32_t)) {
+  if (shape_only()) {
+    dry_ = &accountant();
+    dry_->account(bytes(B, T), Category::Data, "data.batch");
+  } else {
+    data_ = static_cast<int32_t*>(Allocator::global().allocate(bytes(B, T), Category::Data, "data.batch"));
+  }
+}
+
+BatchBuffers::~BatchBuffers() {
+  if (dry_) dry_->unaccount(bytes(B_, T_), Category::Data, "data.batch");
+  else Allocator::global().release(data_, bytes(B_, T_), Category::Data, "data.batch");
+}
+
+MicroBatch BatchBuffers::micro_batch() const {
+  if (!data_) return MicroBatch{{}, {}, B_, T_};
+  return MicroBatch{{data_, n_}, {data_ + n_, n_}, B_, T_};
+}
+
+void make_adamw_moments(const Model& model, std::vector<Tensor>* m, std::vector<Tensor>* v) {
+  for (const Param& p : model.params()) {
+    m->push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_m"));
+    v->push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_v"));
+  }
+}
+
+double grad_norm(const Model& model) {
+  double sq = 0;
+  for (const Param& p : model.params())
+    if (!p.grad.shape_only()) sq += kernels::sum_squares(p.grad.cspan());
+  return std::sqrt(sq);
+}
+
+void adamw_step(Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v, const AdamWSettings& s, double norm,
+                float lr, int64_t t) {
+  auto& params = model.params();
+  REMAT_ASSERT(m.size() == params.size() && v.size() == params.size(), "adamw_step: one moment per parameter");
+  for (size_t i = 0; i < params.size(); ++i) {
+    Param& p = params[i];
+    if (p.value.shape_only()) continue;  // a dry run: the update allocates nothing
+    if (s.clip > 0 && norm > s.clip) kernels::scale_inplace(p.grad.span(), float(s.clip / norm));
+    // GPT-2 and LLaMA practice: no weight decay on biases and norm gains (1-D tensors).
+    const float wd = p.value.shape().size() >= 2 ? s.weight_decay : 0.0f;
+    kernels::adamw_update(p.value.span(), p.grad.cspan(), m[i].span(), v[i].span(), p.value.numel(), lr, s.beta1,
+                          s.beta2, s.eps, wd, t);
+  }
 }
 
 float evaluate_loss(const Model& model, const MicroBatch& mb) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -18,6 +19,20 @@ struct MicroBatch {
   int64_t B = 0, T = 0;
 };
 
+// What a whole training step holds, from a dry run of the step's own code (forward_backward over
+// every micro-batch, with the model's parameters and gradients, AdamW's moments and the data
+// buffers live): every accounted byte, per category, at its peak, with no memory and no kernel.
+// The real step measures the same quantities with the accounting allocator; they agree to the byte.
+struct StepMemory {
+  std::array<size_t, kNumCategories> peak{};  // each category's own peak
+  size_t peak_total = 0;                      // all categories together, at its highest
+  size_t peak_activation = 0;                 // saved + checkpoint + recompute
+  size_t persistent = 0;                      // parameters + gradients + optimizer state + data
+  // The allocations the step itself makes (every micro-batch and the optimizer update; not the state
+  // that outlives it): how many, and their bytes summed. Peaks can hide a short-lived buffer; these
+  // cannot.
+  uint64_t allocations = 0, allocated_bytes = 0;
+};
 struct StepMeasure {
   autograd::Counters counters;
   size_t peak_activation = 0;  // saved + checkpoint + recompute, at its highest
@@ -27,7 +42,16 @@ struct StepMeasure {
   double chain_forward_s = 0;  // wall time of the chain's forward phase (first pass only)
   size_t forward_end = 0;      // activation bytes held when the forward ends (what PyTorch's
                                // saved_tensors_hooks count sees); the peak may come later, in backward
-  void merge(const StepMeasure& o);  // max of peaks, sum of counters
+  // What the accounting allocator `a` says now: its peaks since its last reset_peak(), per category,
+  // activation parts and total, into this measure's peak fields (no counters).
+  void take_peaks(const Allocator& a);
+  void merge(const StepMeasure& o);  // max of peaks, sum of counters; the first whole_step kept
+  // The prediction of this same step, when the trainer made one (Trainer::predicted_memory(), a dry
+  // run of the step's own code): it travels with the measure so the report shows the two side by side.
+  std::optional<StepMemory> whole_step;
+  // Heap bytes outside the accounting allocator after the step (untracked_heap_bytes(): oneDNN's
+  // primitive cache and scratchpad, the runtime), when the trainer took it: after its first step.
+  std::optional<size_t> untracked_heap;
 };
 
 struct StepOptions {
@@ -46,19 +70,57 @@ struct StepOptions {
 float forward_backward(Model& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
                        StepMeasure* measure);
 
-// What a whole training step holds, from a dry run of the step's own code (forward_backward over
-// every micro-batch, with the model's parameters and gradients, AdamW's moments and the data
-// buffers live): every accounted byte, per category, at its peak, with no memory and no kernel.
-// The real step measures the same quantities with the accounting allocator; they agree to the byte.
-struct StepMemory {
-  std::array<size_t, kNumCategories> peak{};  // each category's own peak
-  size_t peak_total = 0;                      // all categories together, at its highest
-  size_t peak_activation = 0;                 // saved + checkpoint + recompute
-  size_t persistent = 0;                      // parameters + gradients + optimizer state + data
-};
-// `accum` micro-batches of (B, T); `data_bytes`: what the data set holds in the allocator.
+// `accum` micro-batches of (B, T); `data_bytes`: what the data set holds in the allocator
+// (TokenDataset::buffer_bytes(); 0 for a memory-mapped token file). The micro-batch's own token
+// buffers (BatchBuffers) are counted here, beside it.
 StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t accum, const StepOptions& opt,
                         size_t data_bytes);
+
+// The bytes of a step that no checkpoint plan changes: the state the trainer holds across steps
+// (parameters, gradients, AdamW's moments, the data set's `data_bytes` and one micro-batch's token
+// buffers), from a dry run of the same code that makes them. It equals dry_run_step(...).persistent
+// for any schedule and policy. A whole-step budget minus this is what activations, their gradients,
+// transients and workspace may use together; the planner's activation-only budget (the DP's) is a
+// part of that, and dry_run_step's peak_total says whether a plan's whole step fits.
+size_t plan_independent_bytes(const ModelConfig& cfg, int64_t B, int64_t T, size_t data_bytes);
+
+// The token buffers of one micro-batch, inputs and targets (B*T int32 each), as one allocation from
+// the accounting allocator (Category::Data, "data.batch"). Made under a dry run (ShapeOnlyScope and
+// DryRunAccount) they are counted by the dry run's allocator and hold no memory.
+class BatchBuffers {
+ public:
+  BatchBuffers(int64_t B, int64_t T);
+  ~BatchBuffers();
+  BatchBuffers(const BatchBuffers&) = delete;
+  BatchBuffers& operator=(const BatchBuffers&) = delete;
+  int32_t* inputs() { return data_; }
+  int32_t* targets() { return data_ ? data_ + n_ : nullptr; }
+  // Spans over both buffers (empty in a dry run).
+  MicroBatch micro_batch() const;
+  static size_t bytes(int64_t B, int64_t T);
+
+ private:
+  int32_t* data_ = nullptr;
+  Allocator* dry_ = nullptr;
+  int64_t B_, T_;
+  size_t n_;
+};
+
+// AdamW's state: the first and second moments of every parameter, zeroed (Category::OptimizerState,
+// "<param>.adam_m" and "<param>.adam_v"), in the order of model.params(). Shape-only in a dry run.
+void make_adamw_moments(const Model& model, std::vector<Tensor>* m, std::vector<Tensor>* v);
+
+struct AdamWSettings {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+  float clip = 1.0f;  // global gradient-norm clipping; 0 = off
+};
+// The global L2 norm of every parameter's gradient (before clipping); 0 in a dry run.
+double grad_norm(const Model& model);
+// Clips the gradients to s.clip (given their norm) and applies one AdamW update at 1-based step `t`
+// with learning rate `lr`: no weight decay on 1-D parameters (biases, norm gains), as GPT-2 and LLaMA
+// do. The trainer's optimizer step, run by dry_run_step too (no kernel there).
+void adamw_step(Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v, const AdamWSettings& s, double norm,
+                float lr, int64_t t);
 
 // Forward only, nothing recorded: the mean loss of the batch.
 float evaluate_loss(const Model& model, const MicroBatch& mb);

@@ -34,7 +34,9 @@ struct Trainer::Impl {
   NamePolicy policy;
   Schedule schedule;
   int64_t micro = 0, T = 0, accum = 1;
-  std::vector<int32_t> inputs, targets;
+  std::vector<NamePolicy> block_policies;  // a plan's, one per block (TrainOptions::block_policy)
+  std::unique_ptr<BatchBuffers> batch;     // one micro-batch's inputs and targets
+  size_t data_bytes = 0;                   // the data sets' accounted bytes (dry_run_step's data_bytes)
   std::string data_description;
   int64_t start_step = 0, skipped = 0;
   double last_norm = 0;
@@ -143,7 +145,14 @@ Trainer::Trainer(const TrainOptions& o) {
   s.accum = o.batch / micro;
   s.strategy = spec;
   s.policy = policy;
-  s.schedule = make_schedule(spec, int(o.model.L));
+  s.schedule = o.schedule ? *o.schedule : make_schedule(spec, int(o.model.L));
+  if (!o.block_policy.empty()) {
+    if (o.block_policy.size() != size_t(o.model.L))
+      throw Error("plan", "the plan names " + std::to_string(o.block_policy.size()) + " block policies for " +
+                              std::to_string(o.model.L) + " blocks",
+                  "make the plan for this model (one policy per block)");
+    for (const std::string& n : o.block_policy) s.block_policies.push_back(s.model->policy(n));
+  }
   s.model->init(o.seed);
   if (!o.init_from.empty()) load_weights(*s.model, o.init_from);
   auto [tr, va] = load_split(o, T);
@@ -159,12 +168,11 @@ Trainer::Trainer(const TrainOptions& o) {
   s.val_data = std::move(va);
   s.sampler = std::make_unique<data::BatchSampler>(s.train_data, micro, T, o.seed);
   s.val_sampler = std::make_unique<data::BatchSampler>(s.val_data, micro, T, o.seed + 1);
-  for (Param& p : s.model->params()) {
-    s.m.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_m"));
-    s.v.push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_v"));
-  }
-  s.inputs.resize(size_t(micro * T));
-  s.targets.resize(size_t(micro * T));
+  // Split parts share their parent's buffer; --val-data is a buffer of its own (0 bytes when mapped).
+  s.data_bytes = s.train_data.buffer_bytes() +
+                 (o.val_data.empty() || o.random_tokens > 0 ? 0 : s.val_data.buffer_bytes());
+  make_adamw_moments(*s.model, &s.m, &s.v);
+  s.batch = std::make_unique<BatchBuffers>(micro, T);
   if (!o.resume.empty()) {
     // Weights, moments and the step are the whole state: batches (BatchSampler::sample(step * accum
     // + k)) and dropout masks (step_rng(seed, step, k)) are pure functions of (seed, step), and
@@ -198,6 +206,11 @@ std::string Trainer::save_checkpoint(int64_t step, const std::string& dir) {
 
 Trainer::~Trainer() = default;
 Model& Trainer::model() { return *impl_->model; }
+const Model& Trainer::model() const { return *impl_->model; }
+int64_t Trainer::micro_batch() const { return impl_->micro; }
+int64_t Trainer::seq() const { return impl_->T; }
+int64_t Trainer::accum() const { return impl_->accum; }
+const std::vector<NamePolicy>& Trainer::block_policies() const { return impl_->block_policies; }
 const StrategySpec& Trainer::strategy() const { return impl_->strategy; }
 const std::string& Trainer::data_description() const { return impl_->data_description; }
 const NamePolicy& Trainer::policy() const { return impl_->policy; }
@@ -263,43 +276,53 @@ double Trainer::lr_at(int64_t step) const {
   return min_lr + 0.5 * (o.lr - min_lr) * (1.0 + std::cos(M_PI * t));
 }
 
+StepOptions Trainer::step_options() const {
+  const Impl& s = *impl_;
+  StepOptions so;
+  so.schedule = s.schedule;
+  so.policy = s.policy.keeps_all() ? nullptr : &s.policy;
+  for (const NamePolicy& p : s.block_policies) so.block_policy.push_back(p.keeps_all() ? nullptr : &p);
+  so.check_determinism = s.opt.check_determinism;
+  so.break_replay = s.opt.break_replay;
+  so.profile = s.opt.profile;
+  return so;
+}
+
+StepMemory Trainer::predicted_memory() const {
+  const Impl& s = *impl_;
+  StepOptions so = step_options();
+  so.profile = nullptr;
+  return dry_run_step(s.opt.model, s.micro, s.T, s.accum, so, s.data_bytes);
+}
+
 float Trainer::step(int64_t step, StepMeasure* measure) {
   Impl& s = *impl_;
   const TrainOptions& o = s.opt;
   s.model->zero_grad();
-  StepOptions so;
-  so.schedule = s.schedule;
-  so.policy = s.policy.keeps_all() ? nullptr : &s.policy;
-  so.check_determinism = o.check_determinism;
-  so.break_replay = o.break_replay;
-  so.profile = o.profile;
+  const StepOptions so = step_options();
   double loss = 0;
   const double count = double(s.micro * s.T * s.accum);
   for (int64_t k = 0; k < s.accum; ++k) {
-    s.sampler->sample(uint64_t(step * s.accum + k), s.inputs.data(), s.targets.data());
-    MicroBatch mb{s.inputs, s.targets, s.micro, s.T};
-    loss += forward_backward(*s.model, mb, count, step_rng(o.seed, uint64_t(step), uint64_t(k)), so, measure);
+    s.sampler->sample(uint64_t(step * s.accum + k), s.batch->inputs(), s.batch->targets());
+    loss += forward_backward(*s.model, s.batch->micro_batch(), count, step_rng(o.seed, uint64_t(step), uint64_t(k)),
+                             so, measure);
   }
   // The global gradient norm (every step: a non-finite one stops or skips the step), then clipping
   // and AdamW.
   const auto t_opt = std::chrono::steady_clock::now();
-  double sq = 0;
-  for (Param& p : s.model->params()) sq += kernels::sum_squares(p.grad.cspan());
-  const double norm = std::sqrt(sq);
+  const double norm = grad_norm(*s.model);
   s.last_norm = norm;
   s.last_finite = std::isfinite(loss) && std::isfinite(norm);
-  if (!s.last_finite) return float(loss / double(s.accum));  // weights and moments untouched
-  if (o.clip > 0 && norm > o.clip)
-    for (Param& p : s.model->params()) kernels::scale_inplace(p.grad.span(), float(o.clip / norm));
-  const float lr = float(lr_at(step));
-  auto& params = s.model->params();
-  for (size_t i = 0; i < params.size(); ++i) {
-    Param& p = params[i];
-    // GPT-2 and LLaMA practice: no weight decay on biases and norm gains (1-D tensors).
-    const float wd = p.value.shape().size() >= 2 ? o.weight_decay : 0.0f;
-    kernels::adamw_update(p.value.span(), p.grad.cspan(), s.m[i].span(), s.v[i].span(), p.value.numel(), lr, o.beta1,
-                          o.beta2, o.eps, wd, step + 1);
+  if (s.last_finite) {
+    const AdamWSettings aw{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.clip};
+    adamw_step(*s.model, s.m, s.v, aw, norm, float(lr_at(step)), step + 1);
+  }  // else weights and moments untouched
+  if (measure) {  // the optimizer's part, with the last micro-batch's (the peaks since its reset)
+    StepMeasure opt_part;
+    opt_part.take_peaks(Allocator::global());
+    measure->merge(opt_part);
   }
+  if (!s.last_finite) return float(loss / double(s.accum));
   if (o.profile) {
     auto& e = o.profile->ops["optimizer [clip+adamw]"];
     e.fwd_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_opt).count();
@@ -312,8 +335,8 @@ float Trainer::validate() {
   Impl& s = *impl_;
   double sum = 0;
   for (int64_t k = 0; k < s.opt.eval_batches; ++k) {
-    s.val_sampler->sequential(uint64_t(k), s.inputs.data(), s.targets.data());
-    sum += evaluate_loss(*s.model, MicroBatch{s.inputs, s.targets, s.micro, s.T});
+    s.val_sampler->sequential(uint64_t(k), s.batch->inputs(), s.batch->targets());
+    sum += evaluate_loss(*s.model, s.batch->micro_batch());
   }
   return float(sum / double(std::max<int64_t>(1, s.opt.eval_batches)));
 }
@@ -407,6 +430,9 @@ TrainSummary Trainer::run() {
   const auto run_start = std::chrono::steady_clock::now();
   auto last_progress = run_start;
   int64_t st = s.start_step;
+  // The whole step's prediction (a shape-only dry run, cheap), carried beside every step's measure.
+  const StepMemory predicted = predicted_memory();
+  std::optional<size_t> untracked;  // heap outside the allocator, once the first step warmed oneDNN
   for (; st < o.steps; ++st) {
     if (o.stop && o.stop->load() != 0) {  // polled between steps only: the step before finished whole
       sum.stopped = true;
@@ -416,6 +442,9 @@ TrainSummary Trainer::run() {
     auto t0 = std::chrono::steady_clock::now();
     float loss = step(st, &m);
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!untracked) untracked = untracked_heap_bytes();
+    m.whole_step = predicted;
+    m.untracked_heap = untracked;
     tok_s = tokens_per_step / dt;
     sum.losses.push_back(loss);
     sum.measure = m;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct TrainOptions {
   std::string save_only, save_all_but;  // comma-separated tensor names (JAX-style named policies)
   bool recompute_last = false;
   bool replay_internals = false;  // --segment-replay internals
+  // A plan (the optimal planner's, remat train --plan / --budget): when `schedule` is set, it is the
+  // step's schedule (recompute, recompute_last and replay_internals then only label the run), and
+  // `block_policy`, when not empty, names each block's policy ("none" or a preset of the model, one
+  // per block), overriding the policy options for the blocks (the embedding and head keep them).
+  std::optional<Schedule> schedule;
+  std::vector<std::string> block_policy;
   bool check_determinism = false, break_replay = false;
   size_t memory_limit = 0;
   bool progress = true;
@@ -88,6 +95,10 @@ class Trainer {
   ~Trainer();
   TrainSummary run();
   Model& model();
+  const Model& model() const;
+  int64_t micro_batch() const;  // sequences per forward
+  int64_t seq() const;          // T
+  int64_t accum() const;        // micro-batches per optimizer step
   // Mean validation loss over eval_batches fixed windows.
   float validate();
   // Greedy-free sampling: temperature 1 with a fixed seed, byte-level text.
@@ -95,6 +106,7 @@ class Trainer {
   // One optimizer step (all micro-batches); returns the mean loss. The global gradient norm is
   // computed every step (before clipping); when it or the loss is not finite, the update is not
   // applied (weights and moments untouched) and last_step_finite() is false.
+  // `m` gets the whole step's peaks (every micro-batch and the optimizer update).
   float step(int64_t step, StepMeasure* m);
   double last_grad_norm() const;
   bool last_step_finite() const;
@@ -109,6 +121,15 @@ class Trainer {
   const std::string& data_description() const;
   // The named-tensor policy in force (keeps_all() when none).
   const NamePolicy& policy() const;
+  // A plan's policy per block (TrainOptions::block_policy), or empty.
+  const std::vector<NamePolicy>& block_policies() const;
+  // The StepOptions step() runs with: the schedule and the policies (global and per block).
+  StepOptions step_options() const;
+  // What one step holds, every accounted byte per category at its peak, from a dry run of the step's
+  // own code (dry_run_step with step_options(), the micro-batch, the accumulation and the data set's
+  // accounted bytes): what step() measures, to the byte. Shape-only, so cheap. run() puts it in
+  // TrainSummary::measure.whole_step, beside the measurement.
+  StepMemory predicted_memory() const;
 
  private:
   struct Impl;

@@ -247,3 +247,76 @@ TEST(Report, CompareAgainstNoneFailsIntoANoteNotAnException) {
   compare_against_none(in2, s, 1);
   EXPECT_NE(in2.compare_note.find("interrupted"), std::string::npos) << in2.compare_note;
 }
+
+// The whole step, every accounted byte: the trainer's dry run of the step beside the measurement, per
+// category and in total, and whether they agree; then the heap outside the allocator.
+TEST(Report, WholeStepPredictionBesideTheMeasurement) {
+  const auto r = run(small_opts("sqrt"));
+  const StepMeasure& m = r->s.measure;
+  ASSERT_TRUE(m.whole_step.has_value());
+  ASSERT_TRUE(m.untracked_heap.has_value());
+  const std::string rep = memory_report(r->in);
+  std::istringstream lines(rep);
+  int rows = 0;
+  for (std::string l; std::getline(lines, l);)
+    for (int c = 0; c < kNumCategories; ++c)
+      if (l.rfind(std::string("  ") + category_name(Category(c)) + " ", 0) == 0) {
+        ++rows;
+        EXPECT_NE(l.find(" " + mib(m.peak_category[size_t(c)]) + " MiB   predicted "), std::string::npos) << l;
+        EXPECT_NE(l.find(" " + mib(m.whole_step->peak[size_t(c)]) + " MiB", l.find("predicted")), std::string::npos) << l;
+      }
+  EXPECT_GE(rows, 8) << rep;
+  EXPECT_NE(rep.find("predicted by a dry run of the whole step"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("  whole step: predicted = measured, to the byte\n"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("  outside the allocator: " + mib(*m.untracked_heap) +
+                     " MiB (oneDNN primitive cache and scratchpad, runtime)\n"),
+            std::string::npos)
+      << rep;
+  nlohmann::json j = report_json(r->in);
+  EXPECT_EQ(j.at("whole_step").get<std::string>(), "predicted = measured, to the byte");
+  EXPECT_EQ(j.at("peak_total_bytes_predicted").get<size_t>(), m.whole_step->peak_total);
+  EXPECT_EQ(j.at("category_peak_bytes_predicted").at("optimizer").get<size_t>(),
+            m.whole_step->peak[size_t(Category::OptimizerState)]);
+  EXPECT_EQ(j.at("untracked_heap_bytes").get<size_t>(), *m.untracked_heap);
+
+  // A difference is said, category by category, in bytes.
+  ReportInput off = r->in;
+  off.measure.whole_step->peak[size_t(Category::Gradient)] += 128;
+  off.measure.whole_step->peak_total -= 64;
+  EXPECT_NE(memory_report(off).find("  whole step: predicted - measured: gradient +128 B, total -64 B\n"),
+            std::string::npos)
+      << memory_report(off);
+  // Without a prediction (a measure made outside Trainer::run), the measured column alone.
+  ReportInput bare = r->in;
+  bare.measure.whole_step.reset();
+  bare.measure.untracked_heap.reset();
+  const std::string b = memory_report(bare);
+  EXPECT_EQ(b.find("whole step:"), std::string::npos) << b;
+  EXPECT_EQ(b.find("outside the allocator"), std::string::npos) << b;
+  EXPECT_EQ(between(b, "bytes per category", "activation peak of one step").find("predicted"), std::string::npos) << b;
+  EXPECT_FALSE(report_json(bare).contains("whole_step"));
+}
+
+// A plan (a schedule and a policy per block, as the optimal planner gives): report_input carries them,
+// and the report's activation prediction prices that plan, equal to the measurement.
+TEST(Report, ReportInputOfAPlanPricesThePlan) {
+  TrainOptions o = small_opts("none");
+  o.schedule = make_schedule(parse_strategy("segments:1,3", 4, false), 4);
+  o.block_policy = {"selective", "none", "selective", "none"};
+  Trainer t(o);
+  const TrainSummary s = t.run();
+  const ReportInput in = report_input(t, s);
+  EXPECT_EQ(in.block_policy.size(), 4u);
+  EXPECT_EQ(in.policy_label, "per block: selective none selective none");
+  const nlohmann::json j = report_json(in);
+  EXPECT_EQ(j.at("predicted_activation_bytes").get<size_t>(), s.measure.peak_activation);
+  EXPECT_EQ(j.at("predicted_forward_end_bytes").get<size_t>(), s.measure.forward_end);
+  EXPECT_EQ(j.at("whole_step").get<std::string>(), "predicted = measured, to the byte");
+  const std::string rep = memory_report(in);
+  EXPECT_NE(rep.find("(equal to the byte)"), std::string::npos) << rep;
+  // The same run described without its plan (its strategy alone) is priced as something else.
+  ReportInput plain = in;
+  plain.schedule.reset();
+  plain.block_policy.clear();
+  EXPECT_NE(report_json(plain).at("predicted_activation_bytes").get<size_t>(), s.measure.peak_activation);
+}
