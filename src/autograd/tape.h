@@ -180,10 +180,14 @@ struct Recorder {
   const std::vector<Tensor>* verify = nullptr; // ... and compare recomputed saves against these
   size_t verify_pos = 0;
   bool check_determinism = false;              // checkpoint regions capture and verify their saves
+  bool break_replay = false;                   // --debug-break-replay: regions replay with a salted RNG
   Counters* counters = nullptr;
   OpProfile* profile = nullptr;                // remat bench --profile
 };
 Recorder& recorder();
+// Added to dropout seeds on a replay under --debug-break-replay: a replay that draws other masks,
+// which the determinism check must catch.
+inline constexpr uint64_t kBrokenReplaySalt = 0x5EEDBADull;
 
 // RAII: installs a Recorder for a scope, restoring the previous one.
 class RecordScope {

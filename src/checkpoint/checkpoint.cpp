@@ -2,44 +2,31 @@
 
 #include <memory>
 
+#include "checkpoint/replay.h"
 #include "core/error.h"
 
 namespace remat {
 namespace {
 
 using autograd::GradTable;
-using autograd::Recorder;
-using autograd::RecordScope;
 using autograd::Ref;
 
+// A region on the tape. Its first pass and its replay run through run_pass (checkpoint/replay.h),
+// as the chain executor's blocks do: one determinism check, one --debug-break-replay.
 struct CheckpointNode : autograd::Node {
   RegionFn fn;
   Tensors inputs;                 // the only activations the region keeps
   std::vector<Ref> outs;          // the original outputs (identities)
-  const autograd::Policy* policy = nullptr;
-  std::vector<Tensor> captured;   // --determinism-check: the original forward's saves
+  Pass replay;                    // how the backward replays it (policy, checks)
+  std::vector<Tensor> captured;   // --determinism-check: the first pass's would-be saves
   const char* op() const override { return "checkpoint"; }
 
   void backward(GradTable& g) override {
     autograd::Tape local;
-    Recorder r = autograd::recorder();
-    r.tape = &local;
-    r.save_category = Category::Recompute;
-    r.recompute = true;
-    r.policy = policy;
-    r.capture = nullptr;
-    r.verify = check_ ? &captured : nullptr;
-    r.verify_pos = 0;
-    Tensors replayed;
-    {
-      RecordScope scope(r);
-      replayed = fn(inputs);
-      autograd::clear_recipes();
-      if (check_ && autograd::recorder().verify_pos != captured.size())
-        throw Error("determinism", "replay of region '" + name + "' saved fewer tensors than its original forward");
-    }
+    Pass p = replay;
+    p.tape = &local;
+    Tensors replayed = run_pass(p, "region '" + name + "'", [&] { return fn(inputs); });
     REMAT_ASSERT(replayed.size() == outs.size(), "checkpoint: replay returned a different number of outputs");
-    captured.clear();
     for (size_t k = 0; k < outs.size(); ++k) {
       Tensor gk = g.take(outs[k].id);
       if (gk.defined()) g.bind(replayed[k], std::move(gk));
@@ -47,7 +34,6 @@ struct CheckpointNode : autograd::Node {
     replayed.clear();  // the local tape holds what backward needs
     local.backward(g);
   }
-  bool check_ = false;
 };
 
 }  // namespace
@@ -56,24 +42,26 @@ Tensors checkpoint(RegionFn fn, const Tensors& inputs, const autograd::Policy* p
   if (!autograd::recording()) return fn(inputs);
   auto n = std::make_unique<CheckpointNode>();
   n->name = "checkpoint";
-  const Recorder& outer = autograd::recorder();
-  n->check_ = outer.check_determinism;
-  Recorder r = outer;
-  r.tape = nullptr;
-  r.capture = n->check_ ? &n->captured : nullptr;
-  r.verify = nullptr;
-  Tensors outputs;
-  {
-    RecordScope scope(r);
-    outputs = fn(inputs);
-  }
+  const autograd::Recorder& outer = autograd::recorder();
+  // The first pass keeps nothing; it is a recompute when the region runs inside a replay.
+  Pass first;
+  first.recompute = outer.recompute;
+  first.policy = outer.policy;
+  first.captured = &n->captured;
+  first.check_determinism = outer.check_determinism;
+  first.break_replay = outer.break_replay;
+  Tensors outputs = run_pass(first, "region '" + n->name + "'", [&] { return fn(inputs); });
   for (const Tensor& x : inputs) {
     if (x.category() == Category::Activation) const_cast<Tensor&>(x).retag(Category::Checkpoint);
     n->saved.push_back({"input", x});
   }
+  n->replay.recompute = true;
+  n->replay.policy = policy;
+  n->replay.captured = &n->captured;
+  n->replay.check_determinism = outer.check_determinism;
+  n->replay.break_replay = outer.break_replay;
   n->fn = std::move(fn);
   n->inputs = inputs;
-  n->policy = policy;
   for (const Tensor& y : outputs) {
     n->outs.push_back(Ref::of(y));
     n->outputs.push_back(y.id());

@@ -1,16 +1,12 @@
 #include "checkpoint/executor.h"
 
+#include "checkpoint/replay.h"
 #include "core/error.h"
 
 namespace remat {
 
 using autograd::Recorder;
 using autograd::RecordScope;
-
-namespace {
-// Added to dropout seeds on recompute by the --debug-break-replay switch.
-constexpr uint64_t kBrokenReplaySalt = 0x5EEDBADull;
-}  // namespace
 
 ChainExecutor::ChainExecutor(const Chain& chain, Schedule schedule, ExecutorOptions opt, autograd::Counters* counters)
     : chain_(chain),
@@ -58,15 +54,13 @@ void ChainExecutor::run_forward(const Action& a) {
   else if (boundary_[i].defined()) in = boundary_[i];
   else REMAT_ASSERT(false, "schedule: forward of a block whose input is neither current nor a checkpoint");
 
-  Recorder r = autograd::recorder();
-  r.counters = counters_;
-  r.recompute = a.recompute;
-  r.policy = opt_.block_policy.empty() ? opt_.policy : opt_.block_policy.at(size_t(i));
-  r.rng_salt = (a.recompute && opt_.break_replay) ? kBrokenReplaySalt : 0;
-  r.tape = nullptr;
-  r.capture = nullptr;
-  r.verify = nullptr;
-  r.verify_pos = 0;
+  Pass p;
+  p.recompute = a.recompute;
+  p.policy = opt_.block_policy.empty() ? opt_.policy : opt_.block_policy.at(size_t(i));
+  p.captured = &captured_[i];
+  p.check_determinism = opt_.check_determinism;
+  p.break_replay = opt_.break_replay;
+  p.counters = counters_;
   if (a.keep == Keep::Boundary) {
     // A boundary kept while replaying a segment is in-flight recompute, not a checkpoint.
     if (in.category() == Category::Activation) in.retag(a.recompute ? Category::Recompute : Category::Checkpoint);
@@ -74,26 +68,10 @@ void ChainExecutor::run_forward(const Action& a) {
   }
   if (a.keep == Keep::Internals) {
     REMAT_ASSERT(tapes_[i].empty(), "schedule: block internals recorded twice");
-    r.tape = &tapes_[i];
-    r.save_category = a.recompute ? Category::Recompute : Category::SavedActivation;
-    if (a.recompute && opt_.check_determinism) r.verify = &captured_[i];
+    p.tape = &tapes_[i];
     in_id_[i] = in.id();
-  } else if (!a.recompute && opt_.check_determinism) {
-    r.capture = &captured_[i];  // this block will be replayed: remember what it would have saved
   }
-  Tensor out;
-  {
-    RecordScope scope(r);
-    out = chain_.block(i, in);
-    autograd::clear_recipes();
-    if (r.verify) {
-      if (autograd::recorder().verify_pos != captured_[i].size())
-        throw Error("determinism", "the recompute of block " + std::to_string(i) + " saved " +
-                                       std::to_string(autograd::recorder().verify_pos) + " tensors, the original " +
-                                       std::to_string(captured_[i].size()));
-      captured_[i].clear();
-    }
-  }
+  Tensor out = run_pass(p, "block " + std::to_string(i), [&] { return chain_.block(i, in); });
   if (a.keep == Keep::Internals) out_id_[i] = out.id();
   if (counters_) (a.recompute ? counters_->block_recomputes : counters_->block_forwards)++;
   cur_ = std::move(out);

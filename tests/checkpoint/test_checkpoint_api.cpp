@@ -159,3 +159,35 @@ TEST(CheckpointApi, DeterminismCheckNamesTheTensorOnABrokenReplay) {
     EXPECT_NE(m.find("index"), std::string::npos) << m;
   }
 }
+
+// --debug-break-replay reaches checkpoint() regions as it reaches the chain's blocks (one run_pass for
+// both): the replay draws other dropout masks, so the gradients change, and the determinism check,
+// when on, names the tensor instead.
+TEST(CheckpointApi, BreakReplayReachesRegionsAndTheCheckCatchesIt) {
+  auto run = [](bool broken, bool check) {
+    CheckedRegion c;
+    auto& [net, tape, rec, gt, x, y] = c;
+    rec.check_determinism = check;
+    rec.break_replay = broken;
+    Tensor dw1 = Tensor::zeros(net.w1.shape(), Category::Gradient, "dw1");
+    gt.bind(net.w1, dw1);
+    {
+      ag::RecordScope s(rec);
+      y = checkpoint([&net](const Tensor& in) { return net.mlp(in); }, x);
+    }
+    gt.bind(y, randn(y.shape(), Category::ActivationGrad, "dy", 11));
+    tape.backward(gt);
+    return std::vector<float>(dw1.data(), dw1.data() + dw1.numel());
+  };
+  const auto good = run(false, false), again = run(false, true), broken = run(true, false);
+  EXPECT_EQ(std::memcmp(good.data(), again.data(), good.size() * 4), 0);
+  EXPECT_NE(std::memcmp(good.data(), broken.data(), good.size() * 4), 0) << "the broken replay changed nothing";
+  try {
+    run(true, true);
+    FAIL() << "a broken replay must fail the determinism check";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("[determinism]"), std::string::npos) << m;
+    EXPECT_NE(m.find("'mlp.drop'"), std::string::npos) << m;
+  }
+}
