@@ -1,11 +1,14 @@
-// remat trace: the event order of one training step (spec self-test (c)), with live activation bytes.
+// remat trace: the event order of one training step (spec self-test (c)), with live activation bytes;
+// with --svg, the same step as a picture of live bytes per category (train/svg.h).
 #include <algorithm>
 #include <cstdio>
 #include <random>
 
 #include "cli/flags.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "planner/planner.h"
+#include "train/svg.h"
 
 namespace remat::cli {
 
@@ -16,7 +19,25 @@ struct TraceFlags {
   bool recompute_last = false;
   std::string segment_replay = "boundaries";
   int64_t batch = 8, micro_batch = 0;
+  std::string svg;
+  bool svg_persistent = false;
 };
+
+// The live bytes of every category, now.
+std::array<size_t, kNumCategories> live_now() {
+  std::array<size_t, kNumCategories> live{};
+  for (int c = 0; c < kNumCategories; ++c) live[size_t(c)] = Allocator::global().active(Category(c));
+  return live;
+}
+
+// The phase an event belongs to, from its first word (train/step.cpp and describe(Action) name
+// them): "forward", "recompute", "backward"; freeing a checkpoint happens in the backward phase.
+TimelineSample::Phase phase_of(const std::string& event, TimelineSample::Phase previous) {
+  if (event.rfind("forward", 0) == 0) return TimelineSample::Phase::Forward;
+  if (event.rfind("recompute", 0) == 0) return TimelineSample::Phase::Recompute;
+  if (event.rfind("backward", 0) == 0 || event.rfind("free", 0) == 0) return TimelineSample::Phase::Backward;
+  return previous;
+}
 }  // namespace
 
 void add_trace(CLI::App& root) {
@@ -33,6 +54,10 @@ void add_trace(CLI::App& root) {
   app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
   app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default: b = B); one micro-step is "
                                                    "traced, the other B/b - 1 repeat its events");
+  app->add_option("--svg", f.svg, "Also draw the step as an SVG picture: live bytes per category over its events, "
+                                  "phases shaded, the activation peak marked (written atomically)");
+  app->add_flag("--svg-persistent", f.svg_persistent, "In the --svg picture, also draw parameters, gradients, "
+                                                       "optimizer state and data as a flat base under the activations");
   app->callback([flags]() {
     TraceFlags& f = *flags;
     f.model.apply_threads();
@@ -44,6 +69,8 @@ void add_trace(CLI::App& root) {
       throw Error("cli", "--micro-batch " + std::to_string(micro) + " does not divide --batch " + std::to_string(f.batch),
                   "pick a divisor of the batch, e.g. --micro-batch " + std::to_string(f.batch / 2 > 0 ? f.batch / 2 : 1));
     check_sizes(cfg, micro, T, 8.0);
+    if (f.svg_persistent && f.svg.empty()) throw Error("cli", "--svg-persistent needs --svg", "add --svg timeline.svg");
+    probe_output_file(f.svg, "--svg");  // before any work
     StrategySpec spec = parse_strategy(f.recompute, int(cfg.L), f.recompute_last, f.segment_replay == "internals");
     const auto model = make_model(cfg);
     std::vector<int32_t> in(size_t(micro * T)), tg(in.size());
@@ -53,9 +80,13 @@ void add_trace(CLI::App& root) {
     StepOptions so;
     so.schedule = make_schedule(spec, int(cfg.L));
     int n = 0;
+    // Sample 0 is the step's start; sample i is the state after event i, as numbered below.
+    std::vector<TimelineSample> samples;
     so.trace = [&](const std::string& e) {
       std::printf("%3d  %-52s activations live %10s\n", ++n, e.c_str(),
                   format_bytes(Allocator::global().active_activation()).c_str());
+      if (!f.svg.empty())
+        samples.push_back({e, phase_of(e, samples.back().phase), live_now()});
     };
     std::printf("trace of one step: %s, strategy %s%s, batch %lld", cfg.describe().c_str(), spec.label().c_str(),
                 spec.recompute_last ? " (recompute-last)" : "", (long long)f.batch);
@@ -65,6 +96,7 @@ void add_trace(CLI::App& root) {
       std::printf(" = %lld micro-batches of %lld, seq %lld; micro-step 1 of %lld (the others repeat its events)\n",
                   (long long)(f.batch / micro), (long long)micro, (long long)T, (long long)(f.batch / micro));
     StepMeasure m;
+    if (!f.svg.empty()) samples.push_back({"start of step", TimelineSample::Phase::Forward, live_now()});
     forward_backward(*model, MicroBatch{in, tg, micro, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
     const auto p = planner::simulate_memory(planner::trace_step(*model, micro, T), so.schedule);
     // How often each block's forward ran (first pass and recomputes), from the schedule.
@@ -81,6 +113,15 @@ void add_trace(CLI::App& root) {
                 (long long)m.counters.block_backwards, ran.c_str());
     std::printf("peak activation %s measured, %s predicted\n", format_bytes(m.peak_activation).c_str(),
                 format_bytes(p.peak_activation).c_str());
+    if (!f.svg.empty()) {
+      TimelineOptions to;
+      to.persistent = f.svg_persistent;
+      to.title = "Live memory of one step: " + cfg.describe() + ", strategy " + spec.label() +
+                 (spec.recompute_last ? " (recompute-last)" : "") + ", micro-batch " + std::to_string(micro);
+      write_file_atomic(f.svg, timeline_svg(samples, to));
+      std::printf("wrote %s: %zu events; measured peak activation %zu bytes\n", f.svg.c_str(), samples.size() - 1,
+                  m.peak_activation);
+    }
   });
 }
 
