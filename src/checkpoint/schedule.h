@@ -24,7 +24,7 @@ struct Action {
 using Schedule = std::vector<Action>;
 
 struct StrategySpec {
-  std::string name;           // "none", "all", "block", "sqrt", "uniform", "segments"
+  std::string name;           // "none", "all", "block", "sqrt", "uniform", "segments", "actions"
   std::vector<int> segments;  // segment lengths (sum L); empty for none/all
   bool recompute_last = false;
   // How a checkpointed segment of n > 1 blocks is replayed before its backward:
@@ -33,12 +33,15 @@ struct StrategySpec {
   //  - true: keep every block's internals during the one replay (Chen et al.'s +33%): n replays,
   //    but up to L_k blocks' internals in flight.
   bool replay_internals = false;
-  std::string label() const;       // "uniform:3", "segments:3,4,5 (replay internals)", ...
-  std::string base_label() const;  // a valid --recompute value: "uniform:3", "segments:3,4,5" 
+  // "actions": any valid schedule, spelled action by action (a plan's, see encode_schedule).
+  std::vector<Action> actions;
+  std::string label() const;       // "uniform:3", "segments:3,4,5 (replay internals)", "plan (2 checkpoints, ...)"
+  std::string base_label() const;  // a valid --recompute value: "uniform:3", "segments:3,4,5", "actions:..."
 };
 
-// Parses --recompute (none | all | block | sqrt | uniform:K | segments:a,b,...) for a chain of L
-// blocks. Throws remat::Error with a hint on anything malformed.
+// Parses --recompute (none | all | block | sqrt | uniform:K | segments:a,b,... | actions:...) for a
+// chain of L blocks. Throws remat::Error with a hint on anything malformed, and on an action list
+// that is not a valid schedule for L (validate_schedule).
 StrategySpec parse_strategy(const std::string& text, int L, bool recompute_last, bool replay_internals = false);
 
 // Near-equal partition of L into K segments (longer ones first).
@@ -47,6 +50,20 @@ std::vector<int> uniform_segments(int L, int K);
 // The action list of one training step (forward phase, then backward phase). The head
 // (final norm, LM head, loss) runs between the two and is not part of the chain.
 Schedule make_schedule(const StrategySpec& s, int L);
+
+// A schedule as text, one token per action, comma-separated: f<i><k> a forward of block i in the
+// forward phase, r<i><k> a forward in the backward phase (a recompute), k = i (keep internals),
+// c (keep the input x_i as a checkpoint) or n (keep nothing); b<i> block i's backward; x<i> frees
+// the checkpoint x_i. "f0c,f1i,b1,r0i,b0,x0" is uniform:1 over two blocks with its tail stored.
+std::string encode_schedule(const Schedule& s);
+// The inverse of encode_schedule. Throws remat::Error naming the first malformed token.
+Schedule decode_schedule(const std::string& text);
+
+// Throws remat::Error naming the first action the executor could not run over a chain of L blocks:
+// the forward phase must run blocks 0..L-1 once each, in order; every forward needs its input (the
+// output of the previous forward, or a checkpoint); backwards run L-1..0 once each, each on internals
+// recorded since; a free needs its checkpoint; nothing may be left held at the end.
+void validate_schedule(const Schedule& s, int L);
 
 // Counts of block forwards in a schedule.
 struct ScheduleCounts {

@@ -1,5 +1,8 @@
-// remat plan: the memory/compute frontier of a config, and the best plan under a byte budget.
+// remat plan: the memory/compute frontier of a config beside the textbook strategies, and the fastest
+// plan under a whole-step byte budget (train/budget.h), with the `remat train` command that runs it.
 // Runs nothing, so it prices models far larger than this machine can train.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -7,8 +10,11 @@
 #include "planner/planner.h"
 #include "core/error.h"
 #include "checkpoint/policy.h"
-#include "planner/optimize.h"
+#include "core/atomic_file.h"
+#include "train/budget.h"
 #include "train/report.h"
+#include "train/svg.h"
+#include "train/trainer.h"
 
 namespace remat::cli {
 
@@ -21,6 +27,8 @@ struct PlanFlags {
   std::string policy = "none";
   std::string segment_replay = "boundaries";
   bool json = false;
+  bool frontier = false;  // every frontier plan, not a sample of them
+  std::string out, svg, data, data_format = "auto";
 };
 // One block's activation bytes, term by term, from the dry run (store-everything, no policy), beside
 // Korthikanti et al.'s per-layer count sbh(34 + 5as/h) and, for the presets the textbook works
@@ -77,23 +85,126 @@ void print_terms(const planner::StepTrace& tr, const Model& model, const std::st
   }
 }
 
+
+// The spec's self-test (a): for L = 96 (GPT-3's depth), the memory ratio of store-everything to sqrt
+// checkpointing, and the compute overhead. The spec's formulas and round numbers first, then remat's
+// figures for the same model: the boundaries the formulas count, then every saved tensor by dry run.
+void print_self_test_a(const Candidates& c, const PlanTarget& t) {
+  const planner::StepTrace& tr = c.problem.traces[0];
+  const int L = int(c.cfg.L);
+  const double l = double(L), r = std::sqrt(l);
+  std::printf("self-test (a), L=%d: store everything against sqrt(L) checkpointing\n", L);
+  std::printf("  the spec: M_naive = L|x| = %d|x|; M_checkpoint = 2 sqrt(L)|x| = %.2f|x| (sqrt(L) checkpoints and one "
+              "segment of sqrt(L) in flight); ratio L / (2 sqrt(L)) = sqrt(L)/2 = %.2f, its \"roughly 5x\". The "
+              "boxed \"reduces activation memory by sqrt(L)\", \"memory / ~10\" for L = 96, is sqrt(L) = %.2f: the "
+              "checkpoints alone, the segment in flight left out. Compute: backward = 2 forwards, and one extra "
+              "forward of every block, (1 + 2 + 1) / (1 + 2) = %.3f, its \"x1.33\"\n",
+              L, 2 * r, r / 2, r, 4.0 / 3.0);
+  const StrategySpec sq = parse_strategy("sqrt", L, true, true);
+  const int K = int(sq.segments.size()), longest = *std::max_element(sq.segments.begin(), sq.segments.end());
+  std::printf("  remat, boundaries as the spec counts them: sqrt = ceil(sqrt(%d)) = %d segments of at most %d blocks, "
+              "%d checkpoints + %d in flight = %d|x| against %d|x|: ratio %.2f (|x| = %s at micro-batch %lld, T=%lld)\n",
+              L, K, longest, K, longest, K + longest, L, l / double(K + longest),
+              format_bytes(tr.boundary_bytes).c_str(), (long long)t.micro, (long long)t.T);
+  const StepPlan none = price_strategy(c, parse_strategy("none", L, false), "none", t);
+  const StepPlan text = price_strategy(c, sq, "none", t);
+  const StepPlan dflt = price_strategy(c, parse_strategy("sqrt", L, false), "none", t);
+  const double fwd = tr.blocks[0].fwd_flops(), bwd = tr.blocks[0].bwd_flops();
+  std::printf("  remat, every saved tensor (dry run, fp32): none %s; sqrt as the spec runs it (every segment "
+              "recomputed, one replay keeping internals) %s: ratio %.2f, overhead %.3f; sqrt as remat runs it by "
+              "default (last segment stored, replay keeping block inputs) %s: ratio %.2f, overhead %.3f. "
+              "The ratio is not the spec's: store-everything keeps each block's internals (%s, not |x|), and sqrt "
+              "keeps one block's internals on top of its boundaries\n",
+              format_bytes(none.activation_peak).c_str(), format_bytes(text.activation_peak).c_str(),
+              double(none.activation_peak) / double(text.activation_peak), text.compute.overhead(),
+              format_bytes(dflt.activation_peak).c_str(), double(none.activation_peak) / double(dflt.activation_peak),
+              dflt.compute.overhead(), format_bytes(tr.blocks[0].kept_bytes()).c_str());
+  std::printf("  the overhead in FLOPs: a block's backward is %.3f forwards (the spec's 2); the embedding and the head "
+              "are never recomputed. The whole step (parameters, gradients and AdamW state included): none %s, "
+              "sqrt %s\n",
+              bwd / fwd, format_bytes(none.step.peak_total).c_str(), format_bytes(text.step.peak_total).c_str());
+}
+
+// One row of the tables: a plan or a textbook strategy, with its predictions.
+struct Row {
+  std::string label;
+  StepPlan plan;
+  SvgPoint::Kind kind = SvgPoint::Kind::Frontier;
+};
+
+double flops(const planner::ComputePrediction& c) { return c.fwd + c.bwd + c.recompute; }
+
+// The textbook strategies of the spec, priced like any plan: none, sqrt, uniform:K for a few K,
+// block, selective (store everything, the attention scores dropped) and flash (store everything with
+// flash attention).
+std::vector<Row> textbook_rows(const Candidates& c, const Candidates* flash, const PlanTarget& t) {
+  const int L = int(c.cfg.L);
+  std::vector<Row> rows;
+  auto add = [&](const Candidates& cc, const std::string& strategy, const std::string& policy, const std::string& label) {
+    rows.push_back({label, price_strategy(cc, parse_strategy(strategy, L, false), policy, t), SvgPoint::Kind::Textbook});
+  };
+  add(c, "none", "none", "none");
+  add(c, "sqrt", "none", "sqrt (" + std::to_string(parse_strategy("sqrt", L, false).segments.size()) + " segments)");
+  const size_t sqrt_k = parse_strategy("sqrt", L, false).segments.size();
+  for (int K : {2, 4, 8})
+    if (K < L && size_t(K) != sqrt_k) add(c, "uniform:" + std::to_string(K), "none", "uniform:" + std::to_string(K));
+  add(c, "block", "none", "block");
+  const auto& names = c.problem.policy_names;
+  if (std::find(names.begin(), names.end(), "selective") != names.end()) add(c, "none", "selective", "selective");
+  if (flash) add(*flash, "none", "none", "flash");
+  return rows;
+}
+
+std::string overhead_str(const StepPlan& p, double base) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3fx", flops(p.compute) / base);
+  return b;
+}
+
+nlohmann::json row_json(const Row& r, double base) {
+  return {{"label", r.label},
+          {"kind", r.kind == SvgPoint::Kind::Textbook ? "textbook" : r.kind == SvgPoint::Kind::Chosen ? "chosen" : "frontier"},
+          {"attention", autograd::attention_kind_name(r.plan.cfg.attention)},
+          {"predicted_activation_bytes", r.plan.activation_peak},
+          {"predicted_step_bytes", r.plan.step.peak_total},
+          {"overhead_predicted", flops(r.plan.compute) / base},
+          {"block_recomputes", r.plan.compute.block_recomputes}};
+}
+
+void print_rows(const std::vector<Row>& rows, double base) {
+  std::printf("  %-58s %-6s %13s %13s %9s\n", "plan", "attn", "activations", "whole step", "overhead");
+  for (const Row& r : rows)
+    std::printf("  %-58s %-6s %13s %13s %9s\n", r.label.c_str(), autograd::attention_kind_name(r.plan.cfg.attention),
+                format_bytes(r.plan.activation_peak).c_str(), format_bytes(r.plan.step.peak_total).c_str(),
+                overhead_str(r.plan, base).c_str());
+}
+
 }  // namespace
 
 void add_plan(CLI::App& root) {
   auto flags = std::make_shared<PlanFlags>();
-  CLI::App* app = root.add_subcommand("plan", "Predict activation memory and recompute for strategies, print the "
-                                              "frontier, or pick the plan with least recompute under --budget");
+  CLI::App* app = root.add_subcommand("plan", "Print the memory/compute frontier of the optimal planner beside the "
+                                              "textbook strategies, or the fastest plan under a whole-step --budget");
   PlanFlags& f = *flags;
+  f.model.allow_auto_attention = true;
   f.model.add_to(*app, kDefaultPreset);
   app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
   app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward, whose activations are planned "
                                                    "(default: b = B)");
-  app->add_option("--budget", f.budget, std::string("Activation byte budget of one micro-batch, e.g. 300MiB: print "
-                                                    "the best plan for it and the remat train command that runs it; ") +
+  app->add_option("--budget", f.budget, std::string("Byte budget of the whole training step (parameters, gradients, "
+                                                    "AdamW state, data, activations, activation gradients, "
+                                                    "transients, workspace), e.g. 2GiB: print the fastest plan that "
+                                                    "fits and the remat train command that runs it; ") +
                                             kByteUnitsHelp);
+  app->add_option("--out", f.out, "With --budget: write the plan to this JSON file (atomically), for remat train --plan");
+  app->add_flag("--frontier", f.frontier, "Print every plan of the frontier (default: a sample of at most 12)");
+  app->add_option("--svg", f.svg, "Also draw the frontier, the textbook strategies and the chosen plan as an SVG file");
+  app->add_option("--data", f.data, "The data remat train will read: its bytes count in the whole step (default: the "
+                                    "built-in corpus)");
+  app->add_option("--data-format", f.data_format, "How to read --data, as in remat train")->capture_default_str();
   app->add_option("--recompute", f.strategies, "Price these strategies instead of the frontier");
-  app->add_option("--policy", f.policy, "Selective recomputation inside stored blocks, a preset of the model: none | "
-                                        "selective | gelu | norms (GPT-2) | swiglu | norms (LLaMA)")
+  app->add_option("--policy", f.policy, "With --recompute: selective recomputation inside stored blocks, a preset of "
+                                        "the model: none | selective | gelu | norms (GPT-2) | swiglu | norms (LLaMA)")
       ->capture_default_str();
   app->add_option("--segment-replay", f.segment_replay, "With --recompute: how segments are replayed, boundaries "
                                                        "(least memory) or internals (least compute)")
@@ -102,9 +213,25 @@ void add_plan(CLI::App& root) {
   app->callback([flags, app]() {
     PlanFlags& f = *flags;
     f.model.apply_threads();  // plan runs no kernel, but a bad --threads is still refused
+    auto given = [&](const char* name) {
+      const CLI::Option* o = app->get_option_no_throw(name);
+      return o && o->count() > 0;
+    };
     std::optional<size_t> budget;  // parsed first: a bad budget is a flag error, whatever the model
-    const CLI::Option* budget_opt = app->get_option_no_throw("--budget");
-    if (budget_opt && budget_opt->count() > 0) budget = parse_bytes(f.budget, "--budget");
+    if (given("--budget")) budget = parse_bytes(f.budget, "--budget");
+    if (!budget && given("--out"))
+      throw Error("cli", "--out writes the plan chosen under --budget", "add --budget SIZE, e.g. --budget 2GiB");
+    if (budget && !f.strategies.empty())
+      throw Error("cli", "--budget and --recompute cannot be combined: the planner chooses the strategy",
+                  "drop --recompute to plan under the budget, or drop --budget to price the strategies");
+    if (given("--policy") && f.strategies.empty())
+      throw Error("cli", "--policy applies to --recompute: the planner weighs every policy of the model per block",
+                  "drop --policy, or price a strategy with --recompute S --policy P");
+    if (!f.strategies.empty() && f.model.attention_auto())
+      throw Error("cli", "--attention auto lets the planner choose the kernel; --recompute prices fixed strategies",
+                  "use --attention naive or flash with --recompute");
+    if (!f.out.empty()) check_output_path(f.out, "--out");
+    if (!f.svg.empty()) check_output_path(f.svg, "--svg");
     ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 8");
@@ -114,50 +241,170 @@ void add_plan(CLI::App& root) {
                   "pick a divisor of the batch, e.g. --micro-batch " + std::to_string(f.batch / 2 > 0 ? f.batch / 2 : 1));
     check_sizes(cfg, micro, T, 0.0);  // plan runs nothing: any size that does not overflow
     const int L = int(cfg.L);
+    if (f.strategies.empty()) planner::check_plannable(L);  // before tracing a chain too long to plan
     const auto model = planner::shape_only_model(cfg);
-    const NamePolicy policy = model->policy(f.policy);
-    const autograd::Policy* pol = policy.keeps_all() ? nullptr : &policy;
-    const planner::StepTrace trace = planner::trace_step(*model, micro, T, pol);
-    std::vector<planner::Plan> plans;
-    if (budget) {
-      plans.push_back(planner::best_plan(trace, *budget));
-    } else if (!f.strategies.empty()) {
+
+    if (!f.strategies.empty()) {  // price the strategies asked for
+      const NamePolicy policy = model->policy(f.policy);
+      const autograd::Policy* pol = policy.keeps_all() ? nullptr : &policy;
+      const planner::StepTrace trace = planner::trace_step(*model, micro, T, pol);
+      struct Priced {
+        StrategySpec spec;
+        planner::MemoryPrediction memory;
+        planner::ComputePrediction compute;
+      };
+      std::vector<Priced> plans;
       for (auto& s : f.strategies) {
         StrategySpec spec = parse_strategy(s, L, false, f.segment_replay == "internals");
         Schedule sch = make_schedule(spec, L);
         plans.push_back({spec, planner::simulate_memory(trace, sch), planner::predict_compute(trace, sch)});
       }
-    } else {
-      plans = planner::frontier(trace);
+      if (!f.json) print_terms(pol ? planner::trace_step(*model, micro, T) : trace, *model, f.model.preset);
+      nlohmann::json rows = nlohmann::json::array();
+      if (!f.json)
+        std::printf("remat plan: %s, B=%lld (micro-batch %lld), T=%lld; |x| = %s, one block's internals = %s\n"
+                    "%-28s %14s %10s %12s %10s\n",
+                    cfg.describe().c_str(), (long long)f.batch, (long long)micro, (long long)T,
+                    format_bytes(plans[0].memory.boundary_bytes).c_str(), format_bytes(plans[0].memory.block_bytes).c_str(),
+                    "strategy", "activation", "overhead", "recomputes", "fwd-eq");
+      for (const auto& p : plans) {
+        if (f.json)
+          rows.push_back({{"strategy", p.spec.label()},
+                          {"predicted_activation_bytes", p.memory.peak_activation},
+                          {"overhead_predicted", p.compute.overhead()},
+                          {"block_recomputes", p.compute.block_recomputes},
+                          {"forward_equivalents", p.compute.forward_equivalents()}});
+        else
+          std::printf("%-28s %14s %9.3fx %12d %10.2f\n", p.spec.label().c_str(), format_bytes(p.memory.peak_activation).c_str(),
+                      p.compute.overhead(), p.compute.block_recomputes, p.compute.forward_equivalents());
+      }
+      if (f.json) std::printf("%s\n", rows.dump(2).c_str());
+      return;
     }
-    // After planning, so that a refused budget prints nothing but its error.
-    if (!f.json) print_terms(pol ? planner::trace_step(*model, micro, T) : trace, *model, f.model.preset);
-    nlohmann::json rows = nlohmann::json::array();
-    if (!f.json)
-      std::printf("remat plan: %s, B=%lld (micro-batch %lld), T=%lld; |x| = %s, one block's internals = %s\n"
-                  "%-28s %14s %10s %12s %10s\n",
-                  cfg.describe().c_str(), (long long)f.batch, (long long)micro, (long long)T,
-                  format_bytes(plans[0].memory.boundary_bytes).c_str(), format_bytes(plans[0].memory.block_bytes).c_str(),
-                  "strategy", "activation", "overhead", "recomputes", "fwd-eq");
-    for (const auto& p : plans) {
-      if (f.json) {
-        rows.push_back({{"strategy", p.spec.label()},
-                        {"predicted_activation_bytes", p.memory.peak_activation},
-                        {"overhead_predicted", p.compute.overhead()},
-                        {"block_recomputes", p.compute.block_recomputes},
-                        {"forward_equivalents", p.compute.forward_equivalents()}});
-      } else {
-        std::printf("%-28s %14s %9.3fx %12d %10.2f\n", p.spec.label().c_str(),
-                    format_bytes(p.memory.peak_activation).c_str(), p.compute.overhead(), p.compute.block_recomputes,
-                    p.compute.forward_equivalents());
+
+    TrainOptions data_opts;
+    data_opts.data = f.data;
+    data_opts.data_format = f.data_format;
+    PlanTarget target{cfg, f.batch, micro, T, data_bytes_for(data_opts), f.model.attention_auto()};
+    std::optional<StepPlan> chosen;
+    if (budget) chosen = plan_for_budget(target, *budget);  // before any output: a refused budget prints only its error
+
+    const Candidates cands = make_candidates(cfg, micro, T);
+    std::optional<Candidates> flash_cands;  // flash attention: a textbook row, and the planner's with --attention auto
+    if (cfg.attention != autograd::AttentionKind::Flash) {
+      ModelConfig fc = cfg;
+      fc.attention = autograd::AttentionKind::Flash;
+      flash_cands = make_candidates(fc, micro, T);
+    }
+    const std::vector<Row> textbook = textbook_rows(cands, flash_cands ? &*flash_cands : nullptr, target);
+    const double base = flops(textbook.front().plan.compute);  // none, with the model's kernel
+
+    // The frontier of each kernel the planner may use, merged into one Pareto set.
+    std::vector<Row> frontier;
+    for (const Candidates* c : {&cands, target.allow_flash && flash_cands ? &*flash_cands : (const Candidates*)nullptr}) {
+      if (!c) continue;
+      for (const planner::ChainPlan& cp : planner::optimal_frontier(c->problem)) {
+        Row r;  // whole step priced below, for the rows shown
+        r.label = cp.summary();
+        r.plan.cfg = c->cfg;
+        r.plan.activation_peak = cp.memory.peak_activation;
+        r.plan.compute = cp.compute;
+        r.plan.schedule = cp.schedule;
+        r.plan.summary = r.label;
+        for (int p : cp.block_policy) r.plan.block_policy.push_back(c->problem.policy_names[size_t(p)]);
+        frontier.push_back(std::move(r));
       }
     }
-    if (f.json) std::printf("%s\n", rows.dump(2).c_str());
-    else if (budget)  // a complete command: pasted, it trains the model that was planned, as planned
-      std::printf("use: remat train%s --batch %lld --micro-batch %lld --recompute %s --segment-replay %s --policy %s\n",
-                  f.model.command_line(T).c_str(), (long long)f.batch, (long long)micro,
-                  plans[0].spec.base_label().c_str(), plans[0].spec.replay_internals ? "internals" : "boundaries",
-                  f.policy.c_str());
+    std::sort(frontier.begin(), frontier.end(), [](const Row& a, const Row& b) {
+      return a.plan.activation_peak != b.plan.activation_peak ? a.plan.activation_peak < b.plan.activation_peak
+                                                              : flops(a.plan.compute) < flops(b.plan.compute);
+    });
+    {
+      std::vector<Row> pareto;
+      for (Row& r : frontier)
+        if (pareto.empty() || flops(r.plan.compute) < flops(pareto.back().plan.compute)) pareto.push_back(std::move(r));
+      frontier = std::move(pareto);
+    }
+    // Rows shown: all with --frontier, else at most 24 spread over the frontier (both ends kept).
+    std::vector<Row> shown;
+    const size_t limit = f.frontier || !f.svg.empty() ? frontier.size() : std::min<size_t>(12, frontier.size());
+    for (size_t k = 0; k < limit; ++k) {
+      const size_t i = limit == frontier.size() ? k : (limit == 1 ? 0 : k * (frontier.size() - 1) / (limit - 1));
+      Row r = frontier[i];
+      r.plan.batch = f.batch;
+      r.plan.micro = micro;
+      r.plan.T = T;
+      r.plan.step = dry_run_plan(r.plan, target.data_bytes);
+      shown.push_back(std::move(r));
+    }
+
+    const std::string title = cfg.describe() + ", B=" + std::to_string(f.batch) + " (micro-batch " +
+                              std::to_string(micro) + "), T=" + std::to_string(T);
+    std::string use;
+    if (chosen) {
+      // A complete command: pasted, it trains the model that was planned, as planned. The plan file
+      // carries any plan; a named strategy is spelled as such; else train plans the same again.
+      std::string how = f.out.empty() ? short_spelling(*chosen) : "--plan " + f.out;
+      std::string model_flags = f.model.command_line(T);
+      if (how.empty()) {
+        how = "--budget " + std::to_string(*budget);
+        if (target.allow_flash) model_flags += " --attention auto";
+      } else if (target.allow_flash || chosen->cfg.attention != cfg.attention) {
+        model_flags += std::string(" --attention ") + autograd::attention_kind_name(chosen->cfg.attention);
+      }
+      use = "remat train" + model_flags + " --batch " + std::to_string(f.batch) + " --micro-batch " +
+            std::to_string(micro) + (f.data.empty() ? "" : " --data " + f.data) +
+            (f.data_format != "auto" ? " --data-format " + f.data_format : "") + " " + how;
+      if (!f.out.empty()) write_plan_file(f.out, *chosen);
+    }
+    if (!f.svg.empty()) {
+      std::vector<SvgPoint> pts;
+      for (const Row& r : shown) pts.push_back({double(r.plan.step.peak_total), flops(r.plan.compute) / base, r.label, SvgPoint::Kind::Frontier});
+      for (const Row& r : textbook) pts.push_back({double(r.plan.step.peak_total), flops(r.plan.compute) / base, r.label, SvgPoint::Kind::Textbook});
+      if (chosen) pts.push_back({double(chosen->step.peak_total), flops(chosen->compute) / base, "chosen: " + chosen->summary, SvgPoint::Kind::Chosen});
+      write_file_atomic(f.svg, frontier_svg(pts, "remat plan: " + title + " (whole-step peak against predicted time)"));
+    }
+
+    if (f.json) {
+      nlohmann::json j;
+      j["model"] = title;
+      j["frontier"] = nlohmann::json::array();
+      for (const Row& r : shown) j["frontier"].push_back(row_json(r, base));
+      j["textbook"] = nlohmann::json::array();
+      for (const Row& r : textbook) j["textbook"].push_back(row_json(r, base));
+      if (chosen) {
+        j["plan"] = plan_to_json(*chosen);
+        j["use"] = use;
+      }
+      std::printf("%s\n", j.dump(2).c_str());
+      return;
+    }
+    print_terms(cands.problem.traces[0], *model, f.model.preset);
+    if (f.model.preset == "gpt3-175b") print_self_test_a(cands, target);
+    std::printf("remat plan: %s; |x| = %s; candidates per block: %s%s\n", title.c_str(),
+                format_bytes(cands.problem.traces[0].boundary_bytes).c_str(), [&] {
+                  std::string n;
+                  for (const auto& p : cands.problem.policy_names) n += (n.empty() ? "" : ", ") + p;
+                  return n;
+                }().c_str(), target.allow_flash ? "; attention naive or flash" : "");
+    std::printf("whole step = every accounted byte (parameters, gradients, AdamW state %s, data %s, activations, "
+                "their gradients, transients, workspace); overhead = predicted FLOPs / store-everything's\n",
+                format_bytes(textbook.front().plan.step.persistent).c_str(), format_bytes(target.data_bytes).c_str());
+    std::printf("textbook strategies:\n");
+    print_rows(textbook, base);
+    std::printf("optimal frontier (%zu plans%s):\n", frontier.size(),
+                shown.size() < frontier.size() ? (", " + std::to_string(shown.size()) + " shown; --frontier for all").c_str() : "");
+    print_rows(shown, base);
+    if (chosen) {
+      std::printf("plan for --budget %s (whole step): %s, attention %s\n", format_bytes(*budget).c_str(),
+                  chosen->summary.c_str(), autograd::attention_kind_name(chosen->cfg.attention));
+      std::printf("  predicted: whole step %s (activations alone %s), overhead %s\n",
+                  format_bytes(chosen->step.peak_total).c_str(), format_bytes(chosen->activation_peak).c_str(),
+                  overhead_str(*chosen, base).c_str());
+      if (!f.out.empty()) std::printf("plan written to %s\n", f.out.c_str());
+      std::printf("use: %s\n", use.c_str());
+    }
+    if (!f.svg.empty()) std::printf("frontier drawn in %s\n", f.svg.c_str());
   });
 }
 

@@ -15,6 +15,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "model/weights.h"
+#include "train/budget.h"
 #include "train/report.h"
 #include "train/run_state.h"
 
@@ -201,10 +202,55 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   std::printf("resuming from %s (step %lld of %lld)\n", dir.c_str(), (long long)st.step, (long long)o.steps);
 }
 
+// --budget SIZE / --plan FILE: the strategy and policies come from a plan (train/budget.h), made
+// here for the whole step under the budget, or read from `remat plan --out`. Either excludes the
+// flags that choose a strategy or a policy by hand.
+void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string& budget_text, const std::string& plan_file,
+                          TrainOptions& o) {
+  auto given = [&](const char* name) {
+    const CLI::Option* op = app.get_option_no_throw(name);
+    return op && op->count() > 0;
+  };
+  const bool by_budget = given("--budget"), by_plan = given("--plan");
+  if (mf.attention_auto() && !by_budget)
+    throw Error("train", "--attention auto lets the planner choose the kernel, and needs --budget",
+                "add --budget SIZE, or choose --attention naive or flash");
+  if (!by_budget && !by_plan) return;
+  if (by_budget && by_plan)
+    throw Error("train", "--budget and --plan cannot be combined", "--plan FILE trains a plan made under a budget already");
+  const char* source = by_budget ? "--budget" : "--plan";
+  for (const char* flag : {"--recompute", "--policy", "--save-only", "--save-all-but", "--recompute-last", "--segment-replay"})
+    if (given(flag))
+      throw Error("train", std::string(source) + " chooses the strategy and policies; " + flag + " cannot be combined with it",
+                  std::string("drop ") + flag + " (remat plan prints what the plan does)");
+  if (!o.resume.empty())
+    throw Error("train", std::string(source) + " cannot be combined with --resume: the checkpoint holds the run's plan",
+                std::string("drop ") + source + " to resume with the checkpoint's strategy");
+  const int64_t micro = o.micro_batch > 0 ? o.micro_batch : o.batch;
+  if (o.batch <= 0 || micro <= 0 || o.batch % micro != 0) return;  // the trainer refuses these with its own message
+  StepPlan plan;
+  if (by_budget) {
+    const size_t budget = parse_bytes(budget_text, "--budget");
+    PlanTarget t{o.model, o.batch, micro, o.seq, data_bytes_for(o), mf.attention_auto()};
+    plan = plan_for_budget(t, budget);
+    std::printf("plan for --budget %s (whole step): %s, attention %s; predicted whole step %s (activations alone %s)\n",
+                format_bytes(budget).c_str(), plan.summary.c_str(), autograd::attention_kind_name(plan.cfg.attention),
+                format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str());
+  } else {
+    plan = read_plan_file(plan_file);
+    check_plan_target(plan, o.model, mf.given("--attention"), o.batch, micro, o.seq, plan_file);
+    plan.step = dry_run_plan(plan, data_bytes_for(o));
+    std::printf("plan %s: %s, attention %s; predicted whole step %s (activations alone %s)\n", plan_file.c_str(),
+                plan.summary.c_str(), autograd::attention_kind_name(plan.cfg.attention),
+                format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str());
+  }
+  apply_plan(plan, o);
+}
+
 struct TrainFlags {
   ModelFlags model;
   TrainOptions o;
-  std::string memory_limit;
+  std::string memory_limit, budget, plan;
   bool no_progress = false;
   std::string report_json;
 };
@@ -214,6 +260,7 @@ void add_train(CLI::App& root) {
   auto flags = std::make_shared<TrainFlags>();
   CLI::App* app = root.add_subcommand("train", "Train a GPT and print the memory/compute report");
   TrainFlags& f = *flags;
+  f.model.allow_auto_attention = true;
   f.model.add_to(*app, kDefaultPreset);
   app->add_option("--data", f.o.data, "Training data: a text file (byte-level), a raw uint16 .bin token "
                                       "file (nanoGPT) or an llm.c token file (v1 uint16, v2 uint32); default: the "
@@ -248,6 +295,13 @@ void add_train(CLI::App& root) {
                                                     "tokens_per_s, peak_activation_bytes)");
   app->add_option("--recompute", f.o.recompute, "Checkpoint strategy: none | all | block | sqrt | uniform:K | "
                                                 "segments:a,b,...")->capture_default_str();
+  app->add_option("--budget", f.budget, std::string("Plan for this byte budget of the whole step (parameters, "
+                                                    "gradients, AdamW state, data, activations, their gradients, "
+                                                    "transients, workspace) and train the fastest plan that fits, "
+                                                    "e.g. 2GiB; refused before training when nothing fits; ") +
+                                            kByteUnitsHelp);
+  app->add_option("--plan", f.plan, "Train the plan in this file (remat plan ... --budget SIZE --out FILE), made for "
+                                    "this model, batch, micro-batch and seq");
   app->add_flag("--recompute-last", f.o.recompute_last, "Also recompute the last segment (the textbook count)");
   app->add_option_function<std::string>("--segment-replay", [&f](const std::string& v) {
     f.o.replay_internals = v == "internals";
@@ -311,6 +365,7 @@ void add_train(CLI::App& root) {
       throw Error("train", "--val-data and --val-fraction cannot be combined",
                   "--val-data validates on its own file (all of --data trains); --val-fraction splits --data");
     if (given("--memory-limit")) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
+    if (given("--budget")) parse_bytes(f.budget, "--budget");  // a bad budget is a flag error, whatever the model
     if (!f.o.resume.empty()) {
       merge_resume(*app, f.model, f.o);
     } else {
@@ -319,6 +374,7 @@ void add_train(CLI::App& root) {
       f.o.seq = f.model.seq(f.o.model);
     }
     check_sizes(f.o.model, f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch, f.o.seq, 16.0);
+    apply_budget_or_plan(*app, f.model, f.budget, f.plan, f.o);
     // Fail now, not after the whole run, when an output cannot be written.
     check_outputs(f.o, f.report_json);
     f.o.progress = !f.no_progress;

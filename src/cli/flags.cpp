@@ -39,9 +39,15 @@ void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
   app.add_option("--block-size", block_size, "Longest sequence the model accepts (GPT-2's wpe rows, LLaMA's positions)");
   app.add_option("--dropout", dropout, "Dropout probability on embeddings, attention and residuals")
       ->capture_default_str();
-  app.add_option("--attention", attention, "Attention kernel: naive (materialises T x T) or flash")
-      ->check(CLI::IsMember({"naive", "flash"}))
-      ->capture_default_str();
+  if (allow_auto_attention)
+    app.add_option("--attention", attention, "Attention kernel: naive (materialises T x T), flash, or auto (with "
+                                              "--budget: the planner chooses, per plan)")
+        ->check(CLI::IsMember({"naive", "flash", "auto"}))
+        ->capture_default_str();
+  else
+    app.add_option("--attention", attention, "Attention kernel: naive (materialises T x T) or flash")
+        ->check(CLI::IsMember({"naive", "flash"}))
+        ->capture_default_str();
   app.add_option("--threads", threads, "OpenMP threads, 1 to " + std::to_string(max_threads()) +
                                           " (4x this machine's hardware threads; default: all cores)");
 }
@@ -136,11 +142,22 @@ void check_sizes(const ModelConfig& c, int64_t batch, int64_t T, double host_byt
   try {
     // The model's own parameter shapes, and the dry run's saved tensors of one micro-batch
     // (store-everything): shape arithmetic that throws on overflow instead of wrapping.
-    const auto m = planner::shape_only_model(c);
-    params = double(m->num_params());
-    const auto tr = planner::trace_step(*m, std::max<int64_t>(batch, 1), std::max<int64_t>(T, 1));
-    activations = double(tr.embed.kept_bytes() + tr.head.kept_bytes());
-    for (const auto& b : tr.blocks) activations += double(b.kept_bytes());
+    // The blocks are alike: one- and two-block models give the rest by extrapolation, in doubles (a
+    // chain of 100000 blocks is checked as fast as one).
+    auto count = [&](int64_t L, double& p, double& a) {
+      ModelConfig one = c;
+      one.L = L;
+      const auto m = planner::shape_only_model(one);
+      p = double(m->num_params());
+      const auto tr = planner::trace_step(*m, std::max<int64_t>(batch, 1), std::max<int64_t>(T, 1));
+      a = double(tr.embed.kept_bytes() + tr.head.kept_bytes());
+      for (const auto& b : tr.blocks) a += double(b.kept_bytes());
+    };
+    double p1 = 0, a1 = 0, p2 = 0, a2 = 0;
+    count(1, p1, a1);
+    if (c.L > 1) count(2, p2, a2);
+    params = c.L > 1 ? p1 + double(c.L - 1) * (p2 - p1) : p1;
+    activations = c.L > 1 ? a1 + double(c.L - 1) * (a2 - a1) : a1;
   } catch (const Error& e) {
     throw Error("config", c.describe() + " at batch " + std::to_string(batch) + ", seq " + std::to_string(T) +
                               " is absurdly large: " + e.what(),
@@ -222,7 +239,8 @@ std::string ModelFlags::command_line(int64_t seq) const {
   for (const char* flag : {"--arch", "--layers", "--channels", "--heads", "--kv-heads", "--hidden", "--rope-theta",
                            "--vocab", "--block-size", "--dropout", "--attention"}) {
     const CLI::Option* o = app_ ? app_->get_option_no_throw(flag) : nullptr;
-    if (o && o->count() > 0 && !o->results().empty()) s += std::string(" ") + flag + " " + quoted(o->results().back());
+    if (o && o->count() > 0 && !o->results().empty() && !(std::string(flag) == "--attention" && attention_auto()))
+      s += std::string(" ") + flag + " " + quoted(o->results().back());
   }
   return s + " --seq " + std::to_string(seq);
 }

@@ -23,6 +23,10 @@ struct ModelFlags {
   std::string attention = "naive";
   int64_t threads = kUnset;  // kUnset: OpenMP's default (all cores)
   CLI::Option* preset_option = nullptr;  // to tell an explicit --preset from the default
+  // Set before add_to by the commands that plan (plan, train): --attention also takes `auto`, the
+  // planner's choice between naive and flash. config() then holds naive, the kernel to plan from.
+  bool allow_auto_attention = false;
+  bool attention_auto() const { return attention == "auto"; }
   // Registers --preset, --arch, --layers, --channels, --heads, --kv-heads, --hidden, --rope-theta,
   // --seq, --vocab, --block-size, --dropout, --attention, --threads on `app`.
   void add_to(CLI::App& app, const std::string& default_preset);
@@ -38,7 +42,8 @@ struct ModelFlags {
   // Sets OpenMP's thread count from --threads (1 .. max_threads()), or leaves OpenMP's default.
   void apply_threads() const;
   // The model flags of a `remat train` command that builds this model at sequence length `seq`:
-  // " --preset P" (always), every other model flag given, as typed (--threads excepted), and " --seq T".
+  // " --preset P" (always), every other model flag given, as typed (--threads and --attention auto
+  // excepted), and " --seq T".
   std::string command_line(int64_t seq) const;
   // Was `flag` given on the command line (add_to's app)?
   bool given(const std::string& flag) const;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstdio>
 #include <numeric>
+#include <optional>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -99,6 +101,27 @@ inline double split_cost(const Problem& pb, int s, int s2, const double* first, 
   return (pb.Fsum[s2] - pb.Fsum[s]) + first[m - pb.x] + second[m];
 }
 
+// out[m] = min(out[m], keep_cost(..., m)) for every m, as a loop the compiler vectorises: the same
+// expression, (F + rest) + Bw, so the same doubles as keep_cost (the Emitter compares them).
+void keep_into(const Problem& pb, int s, int p, int held, const double* sub, double* out, size_t M) {
+  const size_t a = pb.A[held][s][p], lo = a + pb.R[held][s][p];
+  const double F = pb.F[s], B = pb.Bw[s][p];
+  if (sub) {
+#pragma omp simd
+    for (size_t m = lo; m <= M; ++m) out[m] = std::min(out[m], F + sub[m - a] + B);
+  } else {
+    const double c = F + 0.0 + B;
+    for (size_t m = lo; m <= M; ++m) out[m] = std::min(out[m], c);
+  }
+}
+// The same for split_cost: ((Fsum[s2] - Fsum[s]) + first[m - x]) + second[m].
+void split_into(const Problem& pb, int s, int s2, const double* first, const double* second, double* out, size_t M) {
+  const double f = pb.Fsum[s2] - pb.Fsum[s];
+  const size_t x = pb.x;
+#pragma omp simd
+  for (size_t m = x; m <= M; ++m) out[m] = std::min(out[m], f + first[m - x] + second[m]);
+}
+
 void fill(const Problem& pb, Tables& tb) {
   const int L = pb.L;
   const size_t M = tb.M();
@@ -109,13 +132,8 @@ void fill(const Problem& pb, Tables& tb) {
       for (int held = 0; held < 2; ++held) {
         double* out = tb.C(s, t, held);
         const double* sub = n > 1 ? tb.C(s + 1, t, 0) : nullptr;
-        for (int p = 0; p < pb.P; ++p)
-          for (size_t m = 0; m <= M; ++m) out[m] = std::min(out[m], keep_cost(pb, s, p, held, sub, m));
-        for (int s2 = s + 1; s2 < t; ++s2) {
-          const double* first = tb.C(s2, t, 0);
-          const double* second = tb.C(s, s2, 1);
-          for (size_t m = 0; m <= M; ++m) out[m] = std::min(out[m], split_cost(pb, s, s2, first, second, m));
-        }
+        for (int p = 0; p < pb.P; ++p) keep_into(pb, s, p, held, sub, out, M);
+        for (int s2 = s + 1; s2 < t; ++s2) split_into(pb, s, s2, tb.C(s2, t, 0), tb.C(s, s2, 1), out, M);
       }
     }
   }
@@ -123,13 +141,8 @@ void fill(const Problem& pb, Tables& tb) {
   for (size_t m = pb.head; m <= M; ++m) dl[m] = 0;
   for (int s = L - 1; s >= 0; --s) {
     double* out = tb.D(s);
-    for (int p = 0; p < pb.P; ++p)
-      for (size_t m = 0; m <= M; ++m) out[m] = std::min(out[m], keep_cost(pb, s, p, 0, tb.D(s + 1), m));
-    for (int s2 = s + 1; s2 <= L; ++s2) {
-      const double* first = tb.D(s2);
-      const double* second = tb.C(s, s2, 1);
-      for (size_t m = 0; m <= M; ++m) out[m] = std::min(out[m], split_cost(pb, s, s2, first, second, m));
-    }
+    for (int p = 0; p < pb.P; ++p) keep_into(pb, s, p, 0, tb.D(s + 1), out, M);
+    for (int s2 = s + 1; s2 <= L; ++s2) split_into(pb, s, s2, tb.D(s2), tb.C(s, s2, 1), out, M);
   }
 }
 
@@ -170,6 +183,21 @@ struct Emitter {
     REMAT_ASSERT(false, "planner: no option reproduces the table");
   }
 };
+
+// Refuses chains whose tables would not fit or fill in reasonable time (a user error: --layers
+// 100000), before any table is allocated. M: slots per table row.
+void check_dp_size(int L, int P, bool homogeneous, double M) {
+  const double rows = homogeneous ? 3.0 * (L + 1) : 2.0 * (L + 1) * (L + 1) + (L + 1);
+  const double bytes = rows * (M + 1) * sizeof(double);
+  const double updates = (homogeneous ? 1.5 * double(L) * L : double(L) * L * L / 3.0) * (M + P);
+  if (bytes <= kMaxTableBytes && updates <= kMaxTableUpdates) return;
+  char what[200];
+  std::snprintf(what, sizeof what, "a chain of %d blocks is too long for the optimal planner: its tables would take %.3g GiB and %.2g updates (at most %.0f GiB and %.0e)",
+                L, bytes / 1073741824.0, updates, kMaxTableBytes / 1073741824.0, kMaxTableUpdates);
+  throw Error("planner", what,
+              "plan fewer blocks (the tables grow as L^3: up to about " + std::to_string(max_planned_layers()) +
+                  " blocks), or price named strategies with remat plan --recompute sqrt block uniform:K");
+}
 
 struct Prepared {
   Problem pb;
@@ -236,15 +264,16 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
   size_t range = top > pr.emb ? top - pr.emb : 0;
   if (!for_frontier && budget_hint < top) range = budget_hint > pr.emb ? budget_hint - pr.emb : 0;
 
-  // Resolution: about 3e8 table updates, and tables of at most 256 MiB.
+  // Resolution: about 1e8 table updates (a tenth of a second here), and tables of at most 256 MiB.
   const double work = pb.homogeneous ? 2.0 * double(L) * double(L) * 1.5 : double(L) * double(L) * double(L) / 3.0 + 1;
-  double slots = pp.max_slots ? double(pp.max_slots) : std::clamp(3e8 / work, 256.0, 65536.0);
+  double slots = pp.max_slots ? double(pp.max_slots) : std::clamp(1e8 / work, 256.0, 65536.0);
   const double states = pb.homogeneous ? 3.0 * (L + 1) : 2.0 * (L + 1) * (L + 1) + (L + 1);
   slots = std::min(slots, std::max(16.0, 256.0 * 1048576.0 / 8.0 / states));
   pr.exact_q = g;
   pb.q = g;
   if (double(range) / double(g) > slots) pb.q = size_t(std::ceil(double(range) / slots / double(g))) * g;
   const size_t q = pb.q;
+  check_dp_size(L, P, pb.homogeneous, double(range) / double(q) + 2.0 * L + 5.0);
   pb.x = ceil_div(xb, q);
   pb.head = ceil_div(headb, q);
   for (int held = 0; held < 2; ++held) {
@@ -259,7 +288,24 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
   return pr;
 }
 
-ChainPlan finish(const PlanProblem& pp, const Prepared& pr, const Tables& tb, size_t m) {
+// The spliced trace of the plans finish() prices, kept from plan to plan: only the blocks whose policy
+// changed are copied (neighbouring plans of a frontier share most of them).
+struct Splicer {
+  const std::vector<StepTrace>& traces;
+  StepTrace cur;
+  std::vector<int> policy;
+  explicit Splicer(const std::vector<StepTrace>& t) : traces(t), cur(t.at(0)), policy(cur.blocks.size(), 0) {}
+  const StepTrace& get(const std::vector<int>& block_policy) {
+    for (size_t i = 0; i < policy.size(); ++i)
+      if (block_policy[i] != policy[i]) {
+        cur.blocks[i] = traces.at(size_t(block_policy[i])).blocks[i];
+        policy[i] = block_policy[i];
+      }
+    return cur;
+  }
+};
+
+ChainPlan finish(const PlanProblem& pp, const Prepared& pr, const Tables& tb, size_t m, Splicer* splicer = nullptr) {
   Emitter e{pr.pb, tb, {}, std::vector<int>(size_t(pr.pb.L), 0)};
   e.seg(0, pr.pb.L, 0, m, true);
   ChainPlan plan;
@@ -267,7 +313,9 @@ ChainPlan finish(const PlanProblem& pp, const Prepared& pr, const Tables& tb, si
   plan.schedule = std::move(e.out);
   plan.block_policy = std::move(e.policy);
   plan.policy_names = pp.policy_names;
-  const StepTrace tr = splice(pp.traces, plan.block_policy);
+  std::optional<Splicer> local;
+  if (!splicer) splicer = &local.emplace(pp.traces);
+  const StepTrace& tr = splicer->get(plan.block_policy);
   plan.memory = simulate_memory(tr, plan.schedule);
   plan.compute = predict_compute(tr, plan.schedule);
   plan.slot_bytes = pr.pb.q;
@@ -322,6 +370,24 @@ size_t frontier_slots(const Prepared& pr) {
 }
 
 }  // namespace
+
+int max_planned_layers() {
+  // The longest chain of same-shaped blocks check_dp_size accepts with the fewest slots (256).
+  int lo = 1, hi = 1 << 20;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    const double M = 256.0 + 2.0 * mid + 5.0;
+    const double rows = 3.0 * (mid + 1);
+    const bool ok = rows * (M + 1) * sizeof(double) <= kMaxTableBytes && 1.5 * double(mid) * mid * (M + 4) <= kMaxTableUpdates;
+    if (ok) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+void check_plannable(int L) {
+  if (L > max_planned_layers()) check_dp_size(L, 4, true, 256.0 + 2.0 * L + 5.0);
+}
 
 TimeModel flop_time(const std::vector<StepTrace>& traces) {
   return {[&traces](int i) { return traces[0].blocks[size_t(i)].fwd_flops(); },
@@ -398,8 +464,9 @@ std::vector<ChainPlan> optimal_frontier(const PlanProblem& pp) {
   fill(pr.pb, tb);
   std::vector<ChainPlan> all;
   const double* d = tb.D(0);
+  Splicer splicer(pp.traces);
   for (size_t m = 0; m <= tb.M(); ++m)
-    if (d[m] < kInf && (all.empty() || d[m] < all.back().time)) all.push_back(finish(pp, pr, tb, m));
+    if (d[m] < kInf && (all.empty() || d[m] < all.back().time)) all.push_back(finish(pp, pr, tb, m, &splicer));
   // Exact bytes can order two slot-neighbours the other way: keep the Pareto set.
   std::sort(all.begin(), all.end(), [](const ChainPlan& a, const ChainPlan& b) {
     return a.memory.peak_activation != b.memory.peak_activation ? a.memory.peak_activation < b.memory.peak_activation

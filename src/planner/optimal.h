@@ -72,6 +72,15 @@ ChainPlan least_memory_plan(const PlanProblem& problem);
 // descending in time, from one DP pass over budgets up to the fastest plan's peak.
 std::vector<ChainPlan> optimal_frontier(const PlanProblem& problem);
 
+// The DP's limits: tables of at most kMaxTableBytes, filled in at most kMaxTableUpdates updates (a
+// few seconds here). Longer chains are refused with a remat::Error, before any table is allocated.
+inline constexpr double kMaxTableBytes = 2.0 * 1073741824.0;
+inline constexpr double kMaxTableUpdates = 5e9;
+// The longest chain of same-shaped blocks within those limits, and a refusal of longer ones that costs
+// nothing (for commands that would trace the chain first).
+int max_planned_layers();
+void check_plannable(int L);
+
 // Every schedule of the family (with every assignment of policies to blocks kept internally), for
 // testing the DP against brute force on small chains. `visit` gets each schedule and its policies.
 void enumerate_family(int L, int num_policies,

@@ -329,32 +329,29 @@ TEST(CliCommands, BenchProfileTable) {
 
 // ---- plan ----
 
+// The budget is the whole step. The chosen plan fits it, and is no slower than any textbook strategy
+// or frontier plan that fits; the budget binds (store-everything does not fit).
 TEST(CliCommands, PlanUnderABudget) {
-  const RunResult r = ok({"plan", "--preset", "small", "--budget", "300MiB"});
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m,
-                                std::regex("\\nuse: remat train .* --recompute (\\S+) --segment-replay (\\S+) --policy \\S+\\n")))
-      << r.out;
-  const std::string strategy = m[1];
-  const std::string replay = m[2];
-  // The table row of that plan comes right before the `use:` line.
-  const auto lines = split_lines(r.out);
-  ASSERT_GE(lines.size(), 2u);
-  const std::string row = lines[lines.size() - 2];
-  EXPECT_EQ(row.rfind(strategy + " ", 0), 0u) << row;
-  EXPECT_TRUE(std::regex_search(row, std::regex(" [0-9.]+ MiB +[0-9.]+x "))) << row;
-
   const size_t budget = size_t(300) << 20;
-  const json chosen =
-      json::parse(ok({"plan", "--preset", "small", "--recompute", strategy, "--segment-replay", replay, "--json"}).out);
-  ASSERT_EQ(chosen.size(), 1u);
-  EXPECT_EQ(chosen[0].at("strategy").get<std::string>().rfind(strategy, 0), 0u) << chosen[0].at("strategy");
-  EXPECT_LE(chosen[0].at("predicted_activation_bytes").get<size_t>(), budget);
-  EXPECT_GT(chosen[0].at("overhead_predicted").get<double>(), 1.0);
-  // The budget binds: storing everything would not fit, recomputing everything costs more.
-  const json base = json::parse(ok({"plan", "--preset", "small", "--recompute", "none", "all", "--json"}).out);
-  EXPECT_GT(base[0].at("predicted_activation_bytes").get<size_t>(), budget);
-  EXPECT_GT(base[1].at("overhead_predicted").get<double>(), chosen[0].at("overhead_predicted").get<double>());
+  const json j = json::parse(ok({"plan", "--preset", "small", "--budget", "300MiB", "--json"}).out);
+  const json& plan = j.at("plan");
+  const size_t step = plan.at("predicted").at("peak_total_bytes").get<size_t>();
+  const double overhead = plan.at("predicted").at("overhead").get<double>();
+  EXPECT_LE(step, budget);
+  EXPECT_GT(overhead, 1.0);
+  EXPECT_GT(j.at("textbook").at(0).at("predicted_step_bytes").get<size_t>(), budget);  // none
+  for (const char* list : {"textbook", "frontier"})
+    for (const json& row : j.at(list))
+      if (row.at("predicted_step_bytes").get<size_t>() <= budget && row.at("attention") == "naive") {
+        EXPECT_GE(row.at("overhead_predicted").get<double>(), overhead - 1e-9) << row.dump();
+      }
+  EXPECT_EQ(j.at("use").get<std::string>().rfind("remat train --preset small --seq 256 --batch 8 --micro-batch 8 ", 0), 0u)
+      << j.at("use");
+  const RunResult r = ok({"plan", "--preset", "small", "--budget", "300MiB"});
+  EXPECT_TRUE(has(r.out, "plan for --budget 300.00 MiB (whole step): ")) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  predicted: whole step [0-9.]+ MiB \\(activations alone [0-9.]+ MiB\\), "
+                                                  "overhead [0-9.]+x\\nuse: remat train ")))
+      << r.out;
 }
 
 }  // namespace

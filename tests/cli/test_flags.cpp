@@ -176,6 +176,8 @@ TEST(CliFlags, ByteSizesAcceptUnitsWithAndWithoutSpaces) {
     ok(tiny_train({"--steps", "1", "--memory-limit", v}));
     const RunResult p = ok({"plan", "--preset", "tiny", "--budget", v});
     EXPECT_TRUE(has(p.out, "use: remat train")) << p.out;
+    const RunResult t = ok(tiny_train({"--steps", "1", "--eval-batches", "1", "--budget", v}));
+    EXPECT_TRUE(has(t.out, "plan for --budget ")) << t.out;
   }
 }
 
@@ -185,28 +187,30 @@ TEST(CliFlags, ByteUnitsAreBinaryForKMGAndIBAndDecimalForB) {
   for (const char* v : {"1MiB", "1m", "1 MiB", "1M", "1048576"}) {
     SCOPED_TRACE(v);
     EXPECT_USER_ERROR(train({"--steps", "1", "--memory-limit", v}), "[memory]", "limit of 1.00 MiB");
-    EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", v}), "[planner]", "budget 1.00 MiB");
+    EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", v}), "[budget]", "--budget 1.00 MiB");
+    EXPECT_USER_ERROR(train({"--steps", "1", "--budget", v}), "[budget]", "--budget 1.00 MiB");
   }
   EXPECT_USER_ERROR(train({"--steps", "1", "--memory-limit", "1MB"}), "limit of 976.6 KiB");
-  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1MB"}), "budget 976.6 KiB");
-  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1kB"}), "budget 1000 B");
-  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1.5k"}), "budget 1.5 KiB");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1MB"}), "--budget 976.6 KiB");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1kB"}), "--budget 1000 B");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1.5k"}), "--budget 1.5 KiB");
 }
 
 TEST(CliFlags, ByteSizesRefuseFractionsHugeNegativeEmptyAndGarbage) {
-  for (const std::string flag : {"--memory-limit", "--budget"}) {
+  for (const std::string flag : {"--memory-limit", "--budget", "plan --budget"}) {
     SCOPED_TRACE(flag);
     auto run = [&](const std::string& v) {
-      return flag == "--budget" ? run_remat({"plan", "--budget", v}) : train({"--steps", "1", flag, v});
+      return flag == "plan --budget" ? run_remat({"plan", "--budget", v}) : train({"--steps", "1", flag, v});
     };
-    EXPECT_USER_ERROR(run("0.5"), "[cli]", flag + " '0.5' is a fraction of a byte", "did you mean " + flag + " 0.5GiB?");
-    EXPECT_USER_ERROR(run("1e30"), flag + " '1e30' is larger than any machine", "e.g. " + flag + " 512MiB");
+    const std::string name = flag == "plan --budget" ? "--budget" : flag;
+    EXPECT_USER_ERROR(run("0.5"), "[cli]", name + " '0.5' is a fraction of a byte", "did you mean " + name + " 0.5GiB?");
+    EXPECT_USER_ERROR(run("1e30"), name + " '1e30' is larger than any machine", "e.g. " + name + " 512MiB");
     EXPECT_USER_ERROR(run("8EiB"), "unknown unit 'EiB'");
     EXPECT_USER_ERROR(run("5000000TiB"), "larger than any machine");
-    EXPECT_USER_ERROR(run("-1"), flag + " '-1' is negative", "e.g. " + flag);
-    EXPECT_USER_ERROR(run("0"), flag + " '0' is zero");
-    EXPECT_USER_ERROR(run(""), flag + " is empty", "e.g. " + flag + " 512MiB");
-    EXPECT_USER_ERROR(run("lots"), flag + " 'lots' is not a byte size");
+    EXPECT_USER_ERROR(run("-1"), name + " '-1' is negative", "e.g. " + name);
+    EXPECT_USER_ERROR(run("0"), name + " '0' is zero");
+    EXPECT_USER_ERROR(run(""), name + " is empty", "e.g. " + name + " 512MiB");
+    EXPECT_USER_ERROR(run("lots"), name + " 'lots' is not a byte size");
     EXPECT_USER_ERROR(run("3 XB"), "unknown unit 'XB'");
     EXPECT_USER_ERROR(run("0x10"), "unknown unit");
   }
@@ -245,7 +249,7 @@ TEST(CliFlags, UnknownTensorNamesAreRefusedListingTheBlock) {
 TEST(CliFlags, PoliciesMustBePresetsOfTheModel) {
   EXPECT_USER_ERROR(train({"--steps", "1", "--policy", "swiglu"}), "[policy]", "unknown policy 'swiglu' for gpt2",
                     "selective");
-  EXPECT_USER_ERROR(run_remat({"plan", "--policy", "swiglu"}), "unknown policy 'swiglu' for gpt2");
+  EXPECT_USER_ERROR(run_remat({"plan", "--recompute", "none", "--policy", "swiglu"}), "unknown policy 'swiglu' for gpt2");
   EXPECT_USER_ERROR(run_remat({"bench", "--recompute", "none+swiglu"}), "[bench]",
                     "'swiglu' in row 'none+swiglu' is neither a strategy", "nor a policy of gpt2");
   EXPECT_USER_ERROR(run_remat({"bench", "--recompute", "block+selective+gelu"}), "names two policies");
@@ -279,34 +283,47 @@ TEST(CliFlags, PlanBatchIsPerStepAndMicroBatchPerForward) {
 }
 
 // `remat plan --budget` prints a complete `remat train` command; pasted (plus --steps 1), it trains the
-// planned model under the planned strategy and policy, within the budget.
+// planned model under the planned strategy and policies, within the (whole-step) budget. The budget
+// of each case is the whole step of its `block` row, read from plan's own JSON.
 TEST(CliFlags, PlanUseLinePastesIntoTrain) {
   struct Case {
-    std::vector<std::string> plan;
-    std::string strategy_seen, batch_seen;
+    std::vector<std::string> model;
+    std::string batch_seen;
   };
   const std::vector<Case> cases{
-      {{"plan", "--preset", "tiny", "--budget", "5MiB"}, "strategy all, policy none", "batch 8 = 1 micro-batch(es) of 8"},
-      {{"plan", "--preset", "llama-tiny", "--layers", "3", "--dropout", "0.1", "--attention", "flash", "--policy",
-        "selective", "--batch", "8", "--micro-batch", "4", "--seq", "32", "--budget", "1MiB"},
-       "policy selective", "batch 8 = 2 micro-batch(es) of 4, seq 32"},
+      {{"--preset", "tiny"}, "batch 8 = 1 micro-batch(es) of 8"},
+      {{"--preset", "llama-tiny", "--layers", "3", "--dropout", "0.1", "--attention", "flash", "--batch", "8",
+        "--micro-batch", "4", "--seq", "32"},
+       "batch 8 = 2 micro-batch(es) of 4, seq 32"},
   };
   for (const Case& c : cases) {
-    const RunResult p = ok(c.plan);
+    std::vector<std::string> plan{"plan"};
+    plan.insert(plan.end(), c.model.begin(), c.model.end());
+    std::vector<std::string> as_json = plan;
+    as_json.push_back("--json");
+    const json rows = json::parse(ok(as_json).out).at("textbook");
+    size_t budget = 0;
+    for (const json& r : rows)
+      if (r.at("label") == "block") budget = r.at("predicted_step_bytes").get<size_t>();
+    ASSERT_GT(budget, 0u);
+    plan.insert(plan.end(), {"--budget", std::to_string(budget)});
+    const RunResult p = ok(plan);
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(p.out, m, std::regex("\\nuse: remat (train [^\\n]*)\\n$"))) << p.out;
+    ASSERT_TRUE(std::regex_search(p.out, m, std::regex("\nuse: remat (train [^\n]*)\n$"))) << p.out;
     const std::string line = m[1];
-    for (const char* flag : {"--preset ", "--batch ", "--micro-batch ", "--seq ", "--recompute ", "--segment-replay ",
-                             "--policy "})
+    for (const char* flag : {"--preset ", "--batch ", "--micro-batch ", "--seq "})
       EXPECT_TRUE(has(line, flag)) << flag << " missing from: " << line;
+    EXPECT_TRUE(has(line, "--recompute ") || has(line, "--budget ")) << line;
     std::vector<std::string> args = words(line);
     for (const char* a : {"--steps", "1", "--eval-every", "0", "--eval-batches", "1", "--sample-tokens", "0",
                           "--no-progress"})
       args.push_back(a);
     const RunResult t = ok(args);
-    EXPECT_TRUE(has(t.out, c.strategy_seen)) << t.out;
     EXPECT_TRUE(has(t.out, c.batch_seen)) << t.out;
     EXPECT_TRUE(has(t.out, "(equal to the byte)")) << t.out;
+    ASSERT_TRUE(std::regex_search(t.out, m, std::regex("\n  total +([0-9.]+) MiB +predicted +([0-9.]+) MiB"))) << t.out;
+    EXPECT_EQ(m[1], m[2]);
+    EXPECT_LE(std::stod(m[1]), double(budget) / 1048576.0 + 0.005) << t.out;
   }
 }
 

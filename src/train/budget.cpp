@@ -1,0 +1,365 @@
+#include "train/budget.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "core/allocator.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "train/run_state.h"
+#include "train/trainer.h"
+
+namespace remat {
+
+Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T) {
+  Candidates c;
+  c.cfg = cfg;
+  c.model = planner::shape_only_model(cfg);
+  c.policies.emplace_back();
+  c.problem.policy_names.push_back("none");
+  c.problem.traces.push_back(planner::trace_step(*c.model, micro, T));
+  for (const PolicyPreset& preset : c.model->policy_presets()) {
+    NamePolicy p = c.model->policy(preset.name);
+    planner::StepTrace tr = planner::trace_step(*c.model, micro, T, &p);
+    if (tr.blocks.empty() || tr.blocks[0].dropped.empty()) continue;  // drops nothing under this kernel
+    c.policies.push_back(std::move(p));
+    c.problem.policy_names.push_back(preset.name);
+    c.problem.traces.push_back(std::move(tr));
+  }
+  return c;
+}
+
+StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes) {
+  const auto model = planner::shape_only_model(p.cfg);
+  std::vector<std::pair<std::string, NamePolicy>> made;
+  for (const std::string& name : p.block_policy)
+    if (name != "none" && std::none_of(made.begin(), made.end(), [&](const auto& m) { return m.first == name; }))
+      made.emplace_back(name, model->policy(name));
+  StepOptions so;
+  so.schedule = p.schedule;
+  for (const std::string& name : p.block_policy) {
+    const autograd::Policy* pol = nullptr;
+    for (const auto& m : made)
+      if (m.first == name) pol = &m.second;
+    so.block_policy.push_back(pol);
+  }
+  return dry_run_step(p.cfg, p.micro, p.T, p.batch / p.micro, so, data_bytes);
+}
+
+StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t) {
+  StepPlan sp;
+  sp.cfg = c.cfg;
+  sp.batch = t.batch;
+  sp.micro = t.micro;
+  sp.T = t.T;
+  sp.schedule = plan.schedule;
+  for (int p : plan.block_policy) sp.block_policy.push_back(c.problem.policy_names.at(size_t(p)));
+  sp.activation_peak = plan.memory.peak_activation;
+  sp.compute = plan.compute;
+  sp.summary = plan.summary();
+  sp.step = dry_run_plan(sp, t.data_bytes);
+  return sp;
+}
+
+StepPlan price_strategy(const Candidates& c, const StrategySpec& spec, const std::string& policy, const PlanTarget& t) {
+  const auto it = std::find(c.problem.policy_names.begin(), c.problem.policy_names.end(), policy);
+  if (it == c.problem.policy_names.end())
+    throw Error("plan", "policy '" + policy + "' drops nothing for " + c.cfg.describe(), "choose another --policy");
+  const size_t p = size_t(it - c.problem.policy_names.begin());
+  const int L = int(c.cfg.L);
+  planner::ChainPlan cp;
+  cp.schedule = make_schedule(spec, L);
+  cp.block_policy.assign(size_t(L), int(p));
+  cp.policy_names = c.problem.policy_names;
+  cp.memory = planner::simulate_memory(c.problem.traces[p], cp.schedule);
+  cp.compute = planner::predict_compute(c.problem.traces[p], cp.schedule);
+  StepPlan sp = price_plan(c, cp, t);
+  sp.summary = spec.label() + (policy == "none" ? "" : " + " + policy);
+  return sp;
+}
+
+namespace {
+
+double total_flops(const planner::ComputePrediction& c) { return c.fwd + c.bwd + c.recompute; }
+
+std::string describe_target(const PlanTarget& t) {
+  return t.cfg.describe() + " at batch " + std::to_string(t.batch) + " (micro-batch " + std::to_string(t.micro) +
+         "), seq " + std::to_string(t.T);
+}
+
+// The named strategy (and its flags) whose schedule is `s`, if any.
+std::optional<StrategySpec> named_strategy(const Schedule& s, int L) {
+  std::vector<std::string> names{"none", "all", "block"};
+  for (int K = 1; K < L; ++K) names.push_back("uniform:" + std::to_string(K));
+  for (const std::string& n : names)
+    for (int last = 0; last < 2; ++last)
+      for (int internals = 0; internals < 2; ++internals) {
+        const StrategySpec spec = parse_strategy(n, L, last, internals);
+        const Schedule m = make_schedule(spec, L);
+        if (m.size() != s.size()) continue;
+        bool same = true;
+        for (size_t k = 0; k < m.size() && same; ++k)
+          same = m[k].kind == s[k].kind && m[k].block == s[k].block && m[k].keep == s[k].keep &&
+                 m[k].recompute == s[k].recompute;
+        if (same) return spec;
+      }
+  return std::nullopt;
+}
+
+std::optional<std::string> uniform_policy(const StepPlan& p) {
+  for (const std::string& n : p.block_policy)
+    if (n != p.block_policy.front()) return std::nullopt;
+  return p.block_policy.empty() ? std::string("none") : p.block_policy.front();
+}
+
+}  // namespace
+
+StepPlan plan_for_budget(const PlanTarget& t, size_t budget) {
+  std::vector<autograd::AttentionKind> kernels{t.cfg.attention};
+  if (t.allow_flash && t.cfg.attention != autograd::AttentionKind::Flash) kernels.push_back(autograd::AttentionKind::Flash);
+  std::optional<StepPlan> best, least_of_all;
+  constexpr int kRounds = 12;
+  for (autograd::AttentionKind k : kernels) {
+    ModelConfig cfg = t.cfg;
+    cfg.attention = k;
+    const Candidates c = make_candidates(cfg, t.micro, t.T);
+    StepPlan least = price_plan(c, planner::least_memory_plan(c.problem), t);
+    if (!least_of_all || least.step.peak_total < least_of_all->step.peak_total) least_of_all = least;
+    if (least.step.peak_total > budget) continue;
+    std::optional<StepPlan> fit;
+    size_t act = budget > least.step.persistent ? budget - least.step.persistent : 0;
+    for (int round = 0; round < kRounds && act > least.activation_peak; ++round) {
+      planner::ChainPlan cp;
+      try {
+        cp = planner::optimal_plan(c.problem, act);
+      } catch (const Error&) {
+        break;  // below the DP's least: the least-memory plan below
+      }
+      StepPlan sp = price_plan(c, cp, t);
+      if (sp.step.peak_total <= budget) {
+        fit = std::move(sp);
+        break;
+      }
+      // The step rose above the budget by `over`: ask the DP for that much less activation memory.
+      const size_t over = sp.step.peak_total - budget;
+      act = std::min(sp.activation_peak > over ? sp.activation_peak - over : 0, sp.activation_peak - 1);
+    }
+    if (!fit) fit = std::move(least);
+    if (!best || total_flops(fit->compute) < total_flops(best->compute)) best = std::move(fit);
+  }
+  if (best) return *best;
+  const StepPlan& l = *least_of_all;
+  throw Error("budget",
+              "--budget " + format_bytes(budget) + " is below the least whole-step peak of any plan, " +
+                  format_bytes(l.step.peak_total) + " (" + l.summary + ", attention " +
+                  autograd::attention_kind_name(l.cfg.attention) + "; activations " + format_bytes(l.activation_peak) +
+                  ", parameters, gradients, optimizer state and data " + format_bytes(l.step.persistent) + "), for " +
+                  describe_target(t),
+              "raise --budget to at least " + format_bytes(l.step.peak_total) +
+                  ", or use a smaller --micro-batch or --seq" +
+                  (t.allow_flash || t.cfg.attention == autograd::AttentionKind::Flash ? "" : ", or --attention auto"));
+}
+
+std::string short_spelling(const StepPlan& p) {
+  const std::optional<std::string> pol = uniform_policy(p);
+  if (!pol) return "";
+  const std::optional<StrategySpec> s = named_strategy(p.schedule, int(p.cfg.L));
+  if (!s) return "";
+  std::string out = "--recompute " + s->base_label();
+  if (s->recompute_last && s->name != "none") out += " --recompute-last";
+  if (s->replay_internals && s->name != "none" && s->name != "all" && s->name != "block")
+    out += " --segment-replay internals";
+  if (*pol != "none") out += " --policy " + *pol;
+  return out;
+}
+
+void apply_plan(const StepPlan& p, TrainOptions& o) {
+  o.model = p.cfg;
+  o.batch = p.batch;
+  o.micro_batch = p.micro;
+  o.seq = p.T;
+  o.policy = "none";
+  o.save_only.clear();
+  o.save_all_but.clear();
+  const int L = int(p.cfg.L);
+  if (const std::optional<StrategySpec> s = named_strategy(p.schedule, L)) {
+    o.recompute = s->base_label();
+    o.recompute_last = s->recompute_last;
+    o.replay_internals = s->replay_internals;
+  } else {
+    StrategySpec spec;
+    spec.name = "actions";
+    spec.actions = p.schedule;
+    o.recompute = spec.base_label();
+    o.recompute_last = false;
+    o.replay_internals = false;
+  }
+  if (const std::optional<std::string> pol = uniform_policy(p)) {
+    o.policy = *pol;
+    return;
+  }
+  const auto model = planner::shape_only_model(p.cfg);
+  for (int i = 0; i < L; ++i) {
+    if (p.block_policy[size_t(i)] == "none") continue;
+    for (const PolicyPreset& preset : model->policy_presets())
+      if (preset.name == p.block_policy[size_t(i)])
+        for (const std::string& d : preset.drop)
+          o.save_all_but += (o.save_all_but.empty() ? "" : ",") + model->layer_prefix(i) + d;
+  }
+}
+
+nlohmann::json plan_to_json(const StepPlan& p) {
+  nlohmann::json actions = nlohmann::json::array();
+  for (const Action& a : p.schedule) actions.push_back(encode_schedule({a}));
+  return {{"format", "remat-plan"},
+          {"version", kPlanVersion},
+          {"model", model_config_to_json(p.cfg)},
+          {"batch", p.batch},
+          {"micro_batch", p.micro},
+          {"seq", p.T},
+          {"block_policy", p.block_policy},
+          {"schedule", actions},
+          {"summary", p.summary},
+          {"predicted",
+           {{"peak_total_bytes", p.step.peak_total},
+            {"peak_activation_bytes", p.activation_peak},
+            {"persistent_bytes", p.step.persistent},
+            {"overhead", p.compute.overhead()}}}};
+}
+
+namespace {
+[[noreturn]] void bad_plan(const std::string& where, const std::string& what) {
+  throw Error("plan", "plan file '" + where + "': " + what,
+              "write it again with remat plan ... --budget SIZE --out " + where);
+}
+}  // namespace
+
+StepPlan plan_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) bad_plan(where, "not a JSON object");
+  if (!j.contains("format") || j["format"] != "remat-plan") bad_plan(where, "not a remat plan (no \"format\": \"remat-plan\")");
+  if (!j.contains("version") || !j["version"].is_number_integer()) bad_plan(where, "\"version\" is missing or not an integer");
+  if (j["version"] != kPlanVersion)
+    bad_plan(where, "unknown version " + j["version"].dump() + " (this remat reads version " + std::to_string(kPlanVersion) + ")");
+  auto need = [&](const char* key, bool ok, const char* type) {
+    if (!j.contains(key)) bad_plan(where, std::string("field \"") + key + "\" is missing");
+    if (!ok) bad_plan(where, std::string("field \"") + key + "\" must be " + type + ", got " + printable(j[key].dump(), 40));
+  };
+  need("model", j.contains("model") && j["model"].is_object(), "an object");
+  // The model's fields, typed as model_config_to_json writes them.
+  const nlohmann::json proto = model_config_to_json(ModelConfig{});
+  const nlohmann::json& m = j["model"];
+  for (const auto& [key, v] : proto.items()) {
+    if (!m.contains(key)) bad_plan(where, "model field \"" + key + "\" is missing");
+    const nlohmann::json& x = m[key];
+    const bool ok = v.is_string() ? x.is_string() : v.is_number_integer() ? x.is_number_integer() : x.is_number();
+    if (!ok) bad_plan(where, "model field \"" + key + "\" must be " + (v.is_string() ? "a string" : v.is_number_integer() ? "an integer" : "a number") + ", got " + printable(x.dump(), 40));
+  }
+  StepPlan p;
+  try {
+    p.cfg = model_config_from_json(m, where);
+    p.cfg.validate();
+  } catch (const Error& e) {
+    bad_plan(where, std::string("its model is invalid: ") + e.what());
+  }
+  auto positive = [&](const char* key) {
+    need(key, j.contains(key) && j[key].is_number_integer() && j[key].get<int64_t>() > 0, "a positive integer");
+    return j[key].get<int64_t>();
+  };
+  p.batch = positive("batch");
+  p.micro = positive("micro_batch");
+  p.T = positive("seq");
+  if (p.batch % p.micro != 0)
+    bad_plan(where, "micro_batch " + std::to_string(p.micro) + " does not divide batch " + std::to_string(p.batch));
+  if (p.T > p.cfg.T) bad_plan(where, "seq " + std::to_string(p.T) + " is above the model's block size " + std::to_string(p.cfg.T));
+  const int L = int(p.cfg.L);
+  need("block_policy", j.contains("block_policy") && j["block_policy"].is_array(), "an array of policy names");
+  if (j["block_policy"].size() != size_t(L))
+    bad_plan(where, "block_policy has " + std::to_string(j["block_policy"].size()) + " entries for " + std::to_string(L) + " blocks");
+  const auto model = planner::shape_only_model(p.cfg);
+  for (const nlohmann::json& n : j["block_policy"]) {
+    if (!n.is_string()) bad_plan(where, "block_policy entries must be strings, got " + printable(n.dump(), 40));
+    const std::string name = n.get<std::string>();
+    if (!model->has_policy(name)) {
+      std::string names;
+      for (const std::string& k : model->policy_names()) names += (names.empty() ? "" : ", ") + k;
+      bad_plan(where, "unknown policy '" + printable(name, 40) + "' for " + arch_name(p.cfg.arch) + " (its policies are " + names + ")");
+    }
+    p.block_policy.push_back(name);
+  }
+  need("schedule", j.contains("schedule") && j["schedule"].is_array(), "an array of actions");
+  std::string text;
+  for (const nlohmann::json& a : j["schedule"]) {
+    if (!a.is_string()) bad_plan(where, "schedule entries must be strings such as \"f0c\", got " + printable(a.dump(), 40));
+    text += (text.empty() ? "" : ",") + a.get<std::string>();
+  }
+  try {
+    p.schedule = decode_schedule(text);
+    validate_schedule(p.schedule, L);
+  } catch (const Error& e) {
+    bad_plan(where, std::string("its schedule is not valid for ") + std::to_string(L) + " blocks: " + e.what());
+  }
+  if (j.contains("summary") && j["summary"].is_string()) p.summary = j["summary"].get<std::string>();
+  if (j.contains("predicted") && j["predicted"].is_object()) {
+    const nlohmann::json& pr = j["predicted"];
+    if (pr.contains("peak_total_bytes") && pr["peak_total_bytes"].is_number_unsigned())
+      p.step.peak_total = pr["peak_total_bytes"].get<size_t>();
+    if (pr.contains("peak_activation_bytes") && pr["peak_activation_bytes"].is_number_unsigned())
+      p.activation_peak = pr["peak_activation_bytes"].get<size_t>();
+  }
+  return p;
+}
+
+void write_plan_file(const std::string& path, const StepPlan& p) { write_file_atomic(path, plan_to_json(p).dump(2) + "\n"); }
+
+StepPlan read_plan_file(const std::string& path) {
+  const std::string text = read_file(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    bad_plan(path, "not valid JSON, truncated or corrupt (byte " + std::to_string(e.byte) + " of " +
+                       std::to_string(text.size()) + ")");
+  }
+  return plan_from_json(j, path);
+}
+
+void check_plan_target(const StepPlan& p, const ModelConfig& cfg, bool attention_given, int64_t batch, int64_t micro,
+                       int64_t T, const std::string& path) {
+  ModelConfig asked = cfg;
+  if (!attention_given) asked.attention = p.cfg.attention;
+  const nlohmann::json want = model_config_to_json(p.cfg), have = model_config_to_json(asked);
+  std::string diff;
+  auto add = [&](const std::string& field, const std::string& plan, const std::string& run) {
+    diff += (diff.empty() ? "" : ", ") + field + " " + plan + " (this run: " + run + ")";
+  };
+  for (const auto& [key, v] : want.items())
+    if (have[key] != v) add(key, v.dump(), have[key].dump());
+  if (p.batch != batch) add("batch", std::to_string(p.batch), std::to_string(batch));
+  if (p.micro != micro) add("micro_batch", std::to_string(p.micro), std::to_string(micro));
+  if (p.T != T) add("seq", std::to_string(p.T), std::to_string(T));
+  if (diff.empty()) return;
+  throw Error("plan", "plan file '" + path + "' was made for another run: " + diff,
+              "train with the plan's model and batch flags (remat plan printed them on its use: line), or plan again "
+              "for this run");
+}
+
+size_t data_bytes_for(const TrainOptions& o) {
+  Allocator& a = Allocator::global();
+  const size_t before = a.active(Category::Data);
+  size_t held = 0;
+  if (o.random_tokens > 0) {
+    const std::vector<uint16_t> t(size_t(o.random_tokens));
+    const data::TokenDataset d = data::TokenDataset::from_tokens(t, "random tokens", false);
+    held = a.active(Category::Data) - before;
+  } else {
+    const data::TokenDataset d = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
+    std::optional<data::TokenDataset> v;
+    if (!o.val_data.empty()) v = data::TokenDataset::load(o.val_data, data::parse_format(o.data_format));
+    held = a.active(Category::Data) - before;
+  }
+  return held;
+}
+
+}  // namespace remat

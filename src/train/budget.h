@@ -1,0 +1,97 @@
+// Plans for a whole training step. The optimal planner (planner/optimal.h) chooses, per block, a
+// policy among the model's own presets and where to checkpoint and recompute; this layer prices each
+// plan by the dry run of the whole step (dry_run_step: parameters, gradients, AdamW state, data,
+// activations, activation gradients, transients and workspace), so that a byte budget means every
+// accounted byte of the step. It also carries plans to `remat train --plan` in plan files.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "checkpoint/policy.h"
+#include "checkpoint/schedule.h"
+#include "model/model.h"
+#include "planner/optimal.h"
+#include "train/step.h"
+
+namespace remat {
+
+struct TrainOptions;
+
+// What a plan is made for.
+struct PlanTarget {
+  ModelConfig cfg;              // cfg.attention: the kernel asked for
+  int64_t batch = 8;            // sequences per optimizer step
+  int64_t micro = 8;            // sequences per forward (a divisor of batch)
+  int64_t T = 0;                // sequence length
+  size_t data_bytes = 0;        // what the data set holds in the allocator (Category::Data)
+  bool allow_flash = false;     // the planner may switch a naive-attention model to flash attention
+  int64_t accum() const { return batch / micro; }
+};
+
+// The candidates of one model and attention kernel: "none" (keep everything) and each of the
+// model's policy presets that drops something under this kernel, with one dry run each.
+struct Candidates {
+  ModelConfig cfg;
+  std::unique_ptr<Model> model;       // shape-only
+  std::vector<NamePolicy> policies;   // [p] for problem.policy_names[p]; [0] keeps everything
+  planner::PlanProblem problem;
+};
+Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T);
+
+// A plan for one training step, with its predictions.
+struct StepPlan {
+  ModelConfig cfg;                         // the plan's attention kernel included
+  int64_t batch = 0, micro = 0, T = 0;
+  Schedule schedule;
+  std::vector<std::string> block_policy;   // per block: "none" or a preset of the model
+  size_t activation_peak = 0;              // saved + checkpoint + recompute (simulate_memory)
+  StepMemory step;                         // the whole step (dry_run_step)
+  planner::ComputePrediction compute;      // FLOPs of one micro-batch
+  std::string summary;                     // "4 checkpoints, 9 block recomputes, selective on 3 blocks"
+};
+
+// Prices `plan` (one of c's) for `t`: the whole step by dry run.
+StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t);
+// Prices a named strategy with one policy on every block (a name in c.problem.policy_names).
+StepPlan price_strategy(const Candidates& c, const StrategySpec& spec, const std::string& policy, const PlanTarget& t);
+// The whole step of `p` by dry run, `data_bytes` of data held.
+StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes);
+
+// The fastest plan whose whole-step peak (every accounted byte) fits `budget`. The activation budget
+// given to the DP starts at the budget minus what the step holds whatever the plan (parameters,
+// gradients, optimizer state, data), and is lowered by each dry run's excess until the plan fits
+// (a bounded number of rounds; the least-memory plan is the last resort). With t.allow_flash both
+// kernels are planned and the faster fitting plan wins. Throws remat::Error before any training
+// when nothing fits, naming the least whole-step peak of any plan and that plan.
+StepPlan plan_for_budget(const PlanTarget& t, size_t budget);
+
+// A complete, valid plan: --recompute and --policy spellings for TrainOptions. The schedule is
+// spelled action by action (encode_schedule) unless it is a named strategy; per-block policies become
+// one --save-all-but list of full tensor names (one --policy when every block has the same).
+void apply_plan(const StepPlan& p, TrainOptions& o);
+// The plan as a `remat train` strategy spelling when it has a short one ("block", "uniform:3",
+// "none --policy selective"...), else "".
+std::string short_spelling(const StepPlan& p);
+
+// Plan files: {"format": "remat-plan", "version": kPlanVersion, "model": {...}, "batch", "micro_batch",
+// "seq", "block_policy": [...], "schedule": ["f0c", ...], "summary", "predicted": {...}}.
+constexpr int kPlanVersion = 1;
+nlohmann::json plan_to_json(const StepPlan& p);
+// Checks everything (format, version, types, the model config, the schedule for its L, the policy
+// names against the model's presets): remat::Error naming `where` and what is wrong.
+StepPlan plan_from_json(const nlohmann::json& j, const std::string& where);
+void write_plan_file(const std::string& path, const StepPlan& p);  // atomically
+StepPlan read_plan_file(const std::string& path);
+// Refuses a plan made for another model, batch, micro-batch or sequence length, naming every field
+// that differs. The attention kernel is the plan's unless `attention_given` (then it must agree).
+void check_plan_target(const StepPlan& p, const ModelConfig& cfg, bool attention_given, int64_t batch, int64_t micro,
+                       int64_t T, const std::string& path);
+
+// What the options' training data will hold in the allocator (Category::Data), by loading it.
+size_t data_bytes_for(const TrainOptions& o);
+
+}  // namespace remat

@@ -1,0 +1,267 @@
+// remat plan and remat train --budget / --plan from the command line (issue #9): the frontier beside
+// the textbook strategies, a whole-step budget planned and trained from the printed `use:` line,
+// plan files written and read back (and refused when made for another run, corrupt, truncated,
+// mistyped, of an unknown version, with a schedule invalid for L or unknown policies), the spec's
+// self-test (a) for GPT-3's 96 layers, chains too long to plan, and the frontier SVG.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "run.h"
+
+using namespace remat_cli_test;
+using nlohmann::json;
+
+namespace {
+
+#define EXPECT_USER_ERROR(r, ...)            \
+  do {                                       \
+    SCOPED_TRACE("expected a user error");   \
+    check_user_error((r), 1, {__VA_ARGS__}); \
+  } while (0)
+
+RunResult ok(const std::vector<std::string>& args) {
+  RunResult r = run_remat(args);
+  EXPECT_TRUE(r.exited() && r.exit_code == 0) << r.describe();
+  return r;
+}
+bool has(const std::string& s, const std::string& n) { return s.find(n) != std::string::npos; }
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> w;
+  std::istringstream in(line);
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+const std::vector<std::string> kOneStep{"--steps", "1", "--eval-every", "0", "--eval-batches", "1", "--sample-tokens",
+                                        "0", "--no-progress"};
+
+// The `use:` line of a plan's output, as arguments.
+std::vector<std::string> use_line(const RunResult& r) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(r.out, m, std::regex("\\nuse: remat (train [^\\n]*)\\n"))) << r.out;
+  return m.empty() ? std::vector<std::string>{} : words(m[1]);
+}
+
+size_t whole_step_of(const std::string& report_json) { return json::parse(slurp(report_json)).at("peak_total_bytes"); }
+
+TEST(PlanCli, FrontierBesideTheTextbookStrategies) {
+  const RunResult r = ok({"plan", "--preset", "tiny"});
+  EXPECT_TRUE(has(r.out, "textbook strategies:")) << r.out;
+  EXPECT_TRUE(has(r.out, "optimal frontier (")) << r.out;
+  for (const char* row : {"\n  none ", "\n  sqrt (2 segments) ", "\n  block ", "\n  selective ", "\n  flash "})
+    EXPECT_TRUE(has(r.out, row)) << row << "\n" << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  0 checkpoints, 0 block recomputes +naive +[0-9.]+ MiB +[0-9.]+ MiB +1\\.000x\\n")))
+      << r.out;
+  const json j = json::parse(ok({"plan", "--preset", "tiny", "--json"}).out);
+  ASSERT_GE(j.at("frontier").size(), 3u);
+  for (size_t k = 1; k < j["frontier"].size(); ++k) {
+    EXPECT_GT(j["frontier"][k]["predicted_activation_bytes"], j["frontier"][k - 1]["predicted_activation_bytes"]);
+    EXPECT_LT(j["frontier"][k]["overhead_predicted"], j["frontier"][k - 1]["overhead_predicted"]);
+  }
+  EXPECT_EQ(j.at("textbook").size(), 5u);
+}
+
+// `plan --budget X` prints the chosen plan and a `use:` line; pasted, it trains that plan, and the
+// measured whole step fits the budget and equals the prediction.
+TEST(PlanCli, BudgetUseLineTrainsWithinTheBudget) {
+  TempDir d;
+  struct Case {
+    std::vector<std::string> model;
+    std::string budget;
+    size_t bytes;
+  };
+  for (const Case& c : std::vector<Case>{{{"--preset", "tiny"}, "6MiB", size_t(6) << 20},
+                                         {{"--preset", "tiny"}, "9MiB", size_t(9) << 20},
+                                         {{"--preset", "tiny", "--attention", "auto"}, "7MiB", size_t(7) << 20},
+                                         {{"--preset", "llama-tiny", "--batch", "8", "--micro-batch", "4"}, "4.5MiB",
+                                          size_t(4.5 * 1048576)}}) {
+    std::vector<std::string> args{"plan"};
+    args.insert(args.end(), c.model.begin(), c.model.end());
+    args.insert(args.end(), {"--budget", c.budget});
+    SCOPED_TRACE(c.budget);
+    const RunResult p = ok(args);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(p.out, m, std::regex("predicted: whole step ([0-9.]+) (KiB|MiB) \\(activations alone [0-9.]+ (KiB|MiB)\\)")))
+        << p.out;
+    std::vector<std::string> train = use_line(p);
+    ASSERT_FALSE(train.empty());
+    for (const char* flag : {"--preset", "--batch", "--micro-batch", "--seq"})
+      EXPECT_NE(std::find(train.begin(), train.end(), flag), train.end()) << flag;
+    train.insert(train.end(), kOneStep.begin(), kOneStep.end());
+    train.insert(train.end(), {"--report-json", d / "r.json"});
+    const RunResult t = ok(train);
+    EXPECT_TRUE(has(t.out, "(equal to the byte)")) << t.out;
+    EXPECT_LE(whole_step_of(d / "r.json"), c.bytes) << t.out;
+  }
+}
+
+// train --budget plans as plan does and trains within it; an impossible budget is refused before
+// training, naming the least whole-step peak and its plan.
+TEST(PlanCli, TrainBudgetFitsOrIsRefusedBeforeTraining) {
+  TempDir d;
+  for (const char* b : {"6MiB", "7MiB", "20MiB"}) {
+    std::vector<std::string> a{"train", "--preset", "tiny", "--budget", b, "--report-json", d / "r.json"};
+    a.insert(a.end(), kOneStep.begin(), kOneStep.end());
+    const RunResult t = ok(a);
+    EXPECT_TRUE(has(t.out, std::string("plan for --budget ") + (b[0] == '6' ? "6.00 MiB" : b[0] == '7' ? "7.00 MiB" : "20.00 MiB")))
+        << t.out;
+    EXPECT_LE(whole_step_of(d / "r.json"), size_t(std::atoi(b)) << 20);
+  }
+  for (const std::vector<std::string>& a : {std::vector<std::string>{"train", "--preset", "tiny", "--budget", "5MiB"},
+                                            {"plan", "--preset", "tiny", "--budget", "5MiB"}}) {
+    const RunResult r = run_remat(a);
+    const std::string line = check_user_error(r, 1, {"[budget]", "--budget 5.00 MiB is below the least whole-step peak of any plan",
+                                                     "checkpoints", "smaller --micro-batch or --seq"});
+    EXPECT_TRUE(std::regex_search(line, std::regex("of any plan, [0-9.]+ MiB \\("))) << line;
+    EXPECT_FALSE(has(r.out, "remat train:")) << "training started: " << r.out;
+  }
+  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--budget", "6MiB", "--recompute", "block"}),
+                    "--budget chooses the strategy", "--recompute cannot be combined");
+  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--attention", "auto"}), "--attention auto", "needs --budget");
+}
+
+// plan --out writes the plan; train --plan trains it (the use: line); another run is refused naming
+// the fields that differ.
+TEST(PlanCli, PlanFilesCarryThePlan) {
+  TempDir d;
+  const std::string file = d / "plan.json";
+  const RunResult p = ok({"plan", "--preset", "tiny", "--budget", "6MiB", "--out", file});
+  EXPECT_TRUE(has(p.out, "plan written to " + file)) << p.out;
+  const json j = json::parse(slurp(file));
+  for (const char* key : {"format", "version", "model", "batch", "micro_batch", "seq", "block_policy", "schedule", "predicted"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["model"]["layers"], 2);
+  EXPECT_EQ(j["model"]["attention"], "naive");
+  EXPECT_LE(j["predicted"]["peak_total_bytes"].get<size_t>(), size_t(6) << 20);
+  EXPECT_EQ(d.listing(), std::vector<std::string>{"plan.json"});  // written atomically: no temporary left
+  std::vector<std::string> train = use_line(p);
+  ASSERT_NE(std::find(train.begin(), train.end(), "--plan"), train.end());
+  train.insert(train.end(), kOneStep.begin(), kOneStep.end());
+  const RunResult t = ok(train);
+  EXPECT_TRUE(has(t.out, "plan " + file + ": ")) << t.out;
+  EXPECT_TRUE(has(t.out, "(equal to the byte)")) << t.out;
+
+  std::vector<std::string> a{"train", "--preset", "tiny", "--layers", "3", "--seq", "32", "--batch", "4", "--plan", file};
+  a.insert(a.end(), kOneStep.begin(), kOneStep.end());
+  EXPECT_USER_ERROR(run_remat(a), "[plan]", "was made for another run", "layers 2 (this run: 3)", "batch 8 (this run: 4)",
+                    "seq 64 (this run: 32)");
+  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--plan", file, "--attention", "flash"}),
+                    "attention \"naive\" (this run: \"flash\")");
+  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--plan", file, "--policy", "selective"}),
+                    "--policy cannot be combined");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--out", file}), "--out writes the plan chosen under --budget");
+}
+
+TEST(PlanCli, BadPlanFilesAreRefusedInOneLine) {
+  TempDir d;
+  const std::string good = d / "good.json";
+  ok({"plan", "--preset", "tiny", "--budget", "6MiB", "--out", good});
+  const std::string text = slurp(good);
+  const json j = json::parse(text);
+  auto refused = [&](const std::string& name, const std::string& contents, const std::vector<std::string>& needles) {
+    SCOPED_TRACE(name);
+    const std::string f = d.write(name, contents);
+    std::vector<std::string> n{"[plan]", "plan file '" + f + "'"};
+    n.insert(n.end(), needles.begin(), needles.end());
+    check_user_error(run_remat({"train", "--preset", "tiny", "--plan", f, "--steps", "1"}), 1, n);
+  };
+  refused("truncated.json", text.substr(0, text.size() / 2), {"not valid JSON, truncated or corrupt"});
+  refused("garbage.json", "\x7f" "ELF\x01\x02", {"not valid JSON"});
+  refused("array.json", "[1, 2]", {"not a JSON object"});
+  json k = j;
+  k["format"] = "something-else";
+  refused("format.json", k.dump(), {"not a remat plan"});
+  k = j;
+  k["version"] = 99;
+  refused("version.json", k.dump(), {"unknown version 99"});
+  k = j;
+  k["batch"] = "8";
+  refused("type.json", k.dump(), {"field \"batch\" must be a positive integer, got \"8\""});
+  k = j;
+  k["model"]["layers"] = 2.5;
+  refused("model_type.json", k.dump(), {"model field \"layers\" must be an integer, got 2.5"});
+  k = j;
+  k["model"].erase("channels");
+  refused("missing.json", k.dump(), {"model field \"channels\" is missing"});
+  k = j;
+  k["schedule"].erase(k["schedule"].size() - 1);
+  refused("short.json", k.dump(), {"schedule is not valid for 2 blocks"});
+  k = j;
+  k["schedule"][0] = "f7c";
+  refused("block.json", k.dump(), {"block 7 is not in 0..1"});
+  k = j;
+  k["schedule"][0] = "zz";
+  refused("token.json", k.dump(), {"starts with 'z'"});
+  k = j;
+  k["block_policy"][0] = "bogus";
+  refused("policy.json", k.dump(), {"unknown policy 'bogus' for gpt2", "selective"});
+  k = j;
+  k["block_policy"].erase(0);
+  refused("policies.json", k.dump(), {"block_policy has 1 entries for 2 blocks"});
+  check_user_error(run_remat({"train", "--preset", "tiny", "--plan", d / "absent.json"}), 1, {"[io]", "absent.json"});
+}
+
+// Self-test (a) of the spec at GPT-3's depth: the spec's formulas and round numbers, and remat's
+// figures beside them, consistent with pricing the same strategies directly.
+TEST(PlanCli, Gpt3SelfTestAFigures) {
+  const RunResult r = ok({"plan", "--preset", "gpt3-175b"});
+  EXPECT_TRUE(has(r.out, "self-test (a), L=96")) << r.out;
+  EXPECT_TRUE(has(r.out, "M_naive = L|x| = 96|x|; M_checkpoint = 2 sqrt(L)|x| = 19.60|x|")) << r.out;
+  EXPECT_TRUE(has(r.out, "ratio L / (2 sqrt(L)) = sqrt(L)/2 = 4.90, its \"roughly 5x\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "is sqrt(L) = 9.80")) << r.out;
+  EXPECT_TRUE(has(r.out, "(1 + 2 + 1) / (1 + 2) = 1.333, its \"x1.33\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "sqrt = ceil(sqrt(96)) = 10 segments of at most 10 blocks, 10 checkpoints + 10 in flight = 20|x| "
+                         "against 96|x|: ratio 4.80")) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("every saved tensor \\(dry run, fp32\\): none ([0-9.]+) GiB; sqrt as the "
+                                                     "spec runs it \\([^)]*\\) ([0-9.]+) GiB: ratio ([0-9.]+), overhead ([0-9.]+)")))
+      << r.out;
+  // The same figures from pricing the strategies directly.
+  const json p = json::parse(ok({"plan", "--preset", "gpt3-175b", "--recompute", "none", "sqrt", "--segment-replay",
+                                 "internals", "--json"}).out);
+  const double none = p[0]["predicted_activation_bytes"].get<double>() / 1073741824.0;
+  EXPECT_NEAR(std::stod(m[1]), none, 0.01);
+  // --recompute-last is not a plan flag: the spec's sqrt recomputes every segment, so its peak is at least
+  // the default's and its overhead is the textbook 4/3 within the head's share.
+  EXPECT_GE(std::stod(m[2]) + 0.01, p[1]["predicted_activation_bytes"].get<double>() / 1073741824.0);
+  EXPECT_NEAR(std::stod(m[3]), std::stod(m[1]) / std::stod(m[2]), 0.01);
+  EXPECT_NEAR(std::stod(m[4]), 4.0 / 3.0, 0.005);
+}
+
+// Chains too long to plan are refused in well under the test's timeout, never a blow-up; a segment
+// list whose sum overflows an int is refused as a wrong sum.
+TEST(PlanCli, AbsurdChainsAndSegmentListsAreRefused) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunResult r = run_remat({"plan", "--layers", "100000"}, "", 60);
+  EXPECT_USER_ERROR(r, "[planner]", "a chain of 100000 blocks is too long for the optimal planner", "plan fewer blocks");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+  EXPECT_USER_ERROR(run_remat({"train", "--layers", "100000", "--budget", "1GiB"}, "", 60), "[");
+  std::string segs = "segments:";
+  for (int k = 0; k < 4294; ++k) segs += "1000000,";
+  segs += "967296,4";  // 2^32 + 4: wraps to the 4 layers in 32 bits
+  EXPECT_USER_ERROR(run_remat({"plan", "--recompute", segs}), "[recompute]", "sum to more than the 4 layers");
+  EXPECT_USER_ERROR(run_remat({"train", "--recompute", segs, "--steps", "1"}), "[recompute]", "sum to more than the 4 layers");
+}
+
+// plan --frontier --svg draws every frontier plan, the textbook strategies and the chosen plan.
+TEST(PlanCli, FrontierSvgMarksEveryStrategy) {
+  TempDir d;
+  const std::string svg = d / "frontier.svg";
+  const RunResult r = ok({"plan", "--preset", "tiny", "--frontier", "--svg", svg, "--budget", "6MiB"});
+  EXPECT_TRUE(has(r.out, "frontier drawn in " + svg)) << r.out;
+  const std::string s = slurp(svg);
+  EXPECT_EQ(s.rfind("<svg", 0) == 0 || s.rfind("<?xml", 0) == 0, true) << s.substr(0, 100);
+  EXPECT_TRUE(has(s, "</svg>"));
+  EXPECT_EQ(s.find("<script"), std::string::npos);
+  for (const char* label : {">none<", ">sqrt (2 segments)<", ">block<", ">selective<", ">flash<", "chosen: "})
+    EXPECT_TRUE(has(s, label)) << label;
+  EXPECT_EQ(d.listing(), std::vector<std::string>{"frontier.svg"});
+  // uniform:K rows on a deeper model.
+  const std::string svg2 = d / "small.svg";
+  ok({"plan", "--preset", "small", "--svg", svg2});
+  for (const char* label : {">uniform:2<", ">uniform:8<", ">sqrt (4 segments)<"}) EXPECT_TRUE(has(slurp(svg2), label)) << label;
+}
+
+}  // namespace

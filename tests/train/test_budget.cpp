@@ -1,0 +1,149 @@
+// Training to a whole-step budget (issue #9, item 5): plan_for_budget returns the fastest plan of the
+// optimal planner whose whole-step peak (every accounted byte: parameters, gradients, AdamW state,
+// data, activations, their gradients, transients, workspace) fits; trained, the measured whole-step
+// peak equals the prediction and stays within the budget, for several budgets on both
+// architectures, flash attention allowed or not. A budget below every plan is refused before
+// training, naming the least whole-step peak and its plan.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "train/budget.h"
+#include "train/trainer.h"
+
+using namespace remat;
+
+namespace {
+
+double flops(const StepPlan& p) { return p.compute.fwd + p.compute.bwd + p.compute.recompute; }
+
+ModelConfig config(Arch arch) {
+  ModelConfig cfg;
+  cfg.arch = arch;
+  cfg.L = 5; cfg.C = 32; cfg.NH = 4; cfg.T = 16; cfg.V = 64; cfg.dropout = 0.1f;
+  if (arch == Arch::Llama) cfg.KVH = 2;
+  return cfg;
+}
+
+TrainOptions options(const ModelConfig& cfg) {
+  TrainOptions o;
+  o.model = cfg;
+  o.random_tokens = 4096;
+  o.steps = 1;
+  o.batch = 4;
+  o.micro_batch = 2;
+  o.seq = cfg.T;
+  o.eval_every = 0;
+  o.eval_batches = 1;
+  o.sample_tokens = 0;
+  o.progress = false;
+  o.quiet = true;
+  return o;
+}
+
+void check_arch(Arch arch) {
+  const ModelConfig cfg = config(arch);
+  TrainOptions base = options(cfg);
+  const PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, data_bytes_for(base), false};
+  ASSERT_GT(t.data_bytes, 0u);
+  const Candidates c = make_candidates(cfg, t.micro, t.T);
+  const StepPlan least = price_plan(c, planner::least_memory_plan(c.problem), t);
+  const StepPlan none = price_strategy(c, parse_strategy("none", int(cfg.L), false), "none", t);
+  ASSERT_LT(least.step.peak_total, none.step.peak_total);
+  // Every frontier plan, whole step priced: the chosen plan must be the fastest of those that fit.
+  std::vector<StepPlan> frontier;
+  for (const planner::ChainPlan& p : planner::optimal_frontier(c.problem)) frontier.push_back(price_plan(c, p, t));
+
+  double last_flops = 1e300;
+  int trained = 0;
+  for (size_t budget : {least.step.peak_total, (least.step.peak_total + none.step.peak_total) / 2,
+                        none.step.peak_total - 1, none.step.peak_total, none.step.peak_total * 2}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    const StepPlan plan = plan_for_budget(t, budget);
+    EXPECT_LE(plan.step.peak_total, budget);
+    EXPECT_LE(flops(plan), last_flops * (1 + 1e-12)) << "more budget gave a slower plan";
+    last_flops = flops(plan);
+    for (const StepPlan& f : frontier)
+      if (f.step.peak_total <= budget) EXPECT_GE(flops(f), flops(plan) * (1 - 1e-12)) << f.summary << " fits and is faster";
+    // Trained: the measured whole-step peak is the prediction, within the budget.
+    TrainOptions o = base;
+    apply_plan(plan, o);
+    Trainer tr(o);
+    const TrainSummary s = tr.run();
+    EXPECT_EQ(s.measure.peak_total, plan.step.peak_total) << plan.summary;
+    EXPECT_LE(s.measure.peak_total, budget) << plan.summary;
+    EXPECT_EQ(s.measure.peak_activation, plan.activation_peak) << plan.summary;
+    ++trained;
+  }
+  EXPECT_EQ(trained, 5);
+  EXPECT_EQ(plan_for_budget(t, none.step.peak_total).compute.recompute, 0.0);
+
+  // Flash attention allowed: the plan may switch kernels; it still fits, measured.
+  PlanTarget tf = t;
+  tf.allow_flash = true;
+  const size_t budget = (least.step.peak_total + none.step.peak_total) / 2;
+  const StepPlan pf = plan_for_budget(tf, budget);
+  EXPECT_LE(flops(pf), flops(plan_for_budget(t, budget)) * (1 + 1e-12));
+  TrainOptions o = base;
+  apply_plan(pf, o);
+  EXPECT_EQ(o.model.attention, pf.cfg.attention);
+  Trainer tr(o);
+  const TrainSummary s = tr.run();
+  EXPECT_EQ(s.measure.peak_total, pf.step.peak_total) << pf.summary;
+  EXPECT_LE(s.measure.peak_total, budget);
+
+  // One byte below the least plan: refused before any training, naming the minimum and the plan.
+  try {
+    plan_for_budget(t, least.step.peak_total - 1);
+    ADD_FAILURE() << "an impossible budget was accepted";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("[budget]"), std::string::npos) << w;
+    EXPECT_NE(w.find("least whole-step peak of any plan, " + format_bytes(least.step.peak_total)), std::string::npos) << w;
+    EXPECT_NE(w.find(least.summary), std::string::npos) << w;
+    EXPECT_NE(w.find("smaller --micro-batch or --seq"), std::string::npos) << w;
+  }
+}
+
+TEST(Budget, TrainedWholeStepPeakFitsGpt2) { check_arch(Arch::GPT2); }
+TEST(Budget, TrainedWholeStepPeakFitsLlama) { check_arch(Arch::Llama); }
+
+// apply_plan spells a plan for the trainer: a named strategy by its name, any other schedule action by
+// action, and per-block policies as one --save-all-but list of full names.
+TEST(Budget, ApplyPlanSpellsNamedStrategiesAndMixedPolicies) {
+  const ModelConfig cfg = config(Arch::GPT2);
+  const TrainOptions base = options(cfg);
+  const PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, 0, false};
+  const Candidates c = make_candidates(cfg, t.micro, t.T);
+  TrainOptions o = base;
+  const StepPlan block = price_strategy(c, parse_strategy("uniform:2", 5, true, true), "selective", t);
+  apply_plan(block, o);
+  EXPECT_EQ(o.recompute, "uniform:2");
+  EXPECT_TRUE(o.recompute_last);
+  EXPECT_TRUE(o.replay_internals);
+  EXPECT_EQ(o.policy, "selective");
+  EXPECT_EQ(short_spelling(block), "--recompute uniform:2 --recompute-last --segment-replay internals --policy selective");
+  bool mixed_seen = false;
+  for (const planner::ChainPlan& p : planner::optimal_frontier(c.problem)) {
+    const StepPlan sp = price_plan(c, p, t);
+    TrainOptions q = base;
+    apply_plan(sp, q);
+    std::string strategy;
+    const NamePolicy pol = policy_from(q, *c.model, &strategy);
+    EXPECT_EQ(strategy, q.recompute);
+    const Schedule s = make_schedule(parse_strategy(q.recompute, 5, q.recompute_last, q.replay_internals), 5);
+    EXPECT_EQ(encode_schedule(s), encode_schedule(sp.schedule)) << sp.summary;
+    for (int i = 0; i < 5; ++i) {
+      const NamePolicy want = c.model->policy(sp.block_policy[size_t(i)]);
+      for (const std::string& local : {"attn.probs", "mlp.gelu", "ln_1", "ln_2"}) {
+        const std::string name = c.model->layer_prefix(i) + local;
+        EXPECT_EQ(pol.keep(name), want.keep(name)) << name << " in " << sp.summary;
+      }
+    }
+    if (!q.save_all_but.empty()) mixed_seen = true;
+  }
+  EXPECT_TRUE(mixed_seen);
+}
+
+}  // namespace
