@@ -14,7 +14,10 @@
 #include "cli/flags.h"
 #include "core/error.h"
 #include "kernels/gemm.h"
+#include "planner/calibration.h"
+#include "planner/optimal.h"
 #include "planner/planner.h"
+#include "train/calibrate.h"
 #include "train/report.h"
 
 namespace remat::cli {
@@ -30,6 +33,8 @@ struct BenchFlags {
   std::string data;
   bool json = false;
   bool profile = false;
+  bool time_model = false;
+  std::string calibration, clock = "wall";
 };
 
 // A bench row: "[flash+|naive+]STRATEGY[+POLICY]", e.g. "selective", "flash+block", "block+gelu".
@@ -150,6 +155,166 @@ double measure_gemm_peak() {
   std::sort(t.begin(), t.end());
   return 2.0 * M * N * K / t[t.size() / 2] / 1e9;
 }
+
+// The machine's load, as /proc/loadavg's first figure (the 1-minute average), or -1.
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double l = -1;
+  f >> l;
+  return f ? l : -1.0;
+}
+
+// remat bench --time-model: in one run, the step-time overhead against store-everything of block,
+// sqrt, selective and the DP's plan at the memory midway between block and none, measured, predicted
+// from FLOPs and predicted from the calibration, side by side. The rows share one model and run
+// interleaved, one step of each per round (the first row rotating), so that the machine's drift
+// reaches them alike; a second `none` row measures the run-to-run spread of one strategy. Measured
+// overheads are medians over rounds of the row's step over none's step in the same round.
+void run_time_model(const BenchFlags& f, const ModelConfig& cfg, int64_t T) {
+  const int L = int(cfg.L);
+  const int64_t B = f.batch;
+  const int threads = omp_get_max_threads();
+  const double load0 = load_average();
+  const std::vector<std::string> names{"none", "selective"};
+
+  // The calibration: from the file (checked against this run), or measured now.
+  planner::Calibration cal;
+  std::string source;
+  double calib_s = 0;
+  if (!f.calibration.empty()) {
+    cal = planner::load_calibration(f.calibration);
+    planner::check_calibration(cal, cfg, B, T, threads, f.clock, f.calibration);
+    planner::calibration_indices(cal, names);  // throws naming a missing policy
+    source = f.calibration;
+  } else {
+    CalibrateOptions co;
+    co.cfg = cfg;
+    co.B = B;
+    co.T = T;
+    co.policies = names;
+    co.repeats = int(std::clamp<int64_t>(f.steps, 3, 1000));  // as many rounds as the measurement, at least 3
+    co.seed = f.seed + 1;  // another model and batch than the measured rows'
+    co.clock = parse_clock(f.clock);
+    const double t0 = now();
+    cal = calibrate(co);
+    calib_s = now() - t0;
+    source = "measured in this run";
+  }
+
+  // The plan problem: one dry run per candidate policy; the DP's time is the calibrated one.
+  const auto dry = planner::shape_only_model(cfg);
+  std::vector<NamePolicy> policies;
+  for (const std::string& n : names) policies.push_back(dry->policy(n));
+  planner::PlanProblem pp;
+  for (const NamePolicy& p : policies) pp.traces.push_back(planner::trace_step(*dry, B, T, p.keeps_all() ? nullptr : &p));
+  pp.policy_names = names;
+  pp.time = planner::calibrated_time(cal, names);
+  const std::vector<int> cal_idx = planner::calibration_indices(cal, names);
+
+  struct Row {
+    std::string label;
+    Schedule schedule;
+    std::vector<int> policy;  // per block, an index into names
+    std::vector<double> step_ms, ratio;
+  };
+  auto schedule_of = [&](const std::string& s) {
+    return make_schedule(parse_strategy(s, L, f.recompute_last, f.segment_replay == "internals"), L);
+  };
+  const std::vector<int> all_none(size_t(L), 0), all_selective(size_t(L), 1);
+  std::vector<Row> rows{{"none", schedule_of("none"), all_none, {}, {}},
+                        {"block", schedule_of("block"), all_none, {}, {}},
+                        {"sqrt", schedule_of("sqrt"), all_none, {}, {}},
+                        {"selective", schedule_of("none"), all_selective, {}, {}}};
+  const auto peak = [&](const Schedule& s, const std::vector<int>& pol) {
+    return planner::simulate_memory(planner::splice(pp.traces, pol), s).peak_activation;
+  };
+  const size_t budget = (peak(rows[0].schedule, all_none) + peak(rows[1].schedule, all_none)) / 2;
+  const planner::ChainPlan plan = planner::optimal_plan(pp, budget);
+  rows.push_back({"budget plan", plan.schedule, plan.block_policy, {}, {}});
+  rows.push_back({"none (again)", rows[0].schedule, all_none, {}, {}});
+
+  StepTimer timer(cfg, B, T, f.seed, parse_clock(f.clock));
+  std::vector<std::vector<const autograd::Policy*>> block_policy;
+  for (const Row& r : rows) {
+    std::vector<const autograd::Policy*> bp;
+    for (int p : r.policy) bp.push_back(policies[size_t(p)].keeps_all() ? nullptr : &policies[size_t(p)]);
+    block_policy.push_back(bp);
+  }
+  for (int64_t round = 0; round < f.warmup + f.steps; ++round) {
+    std::vector<double> ms(rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const size_t i = (k + size_t(round)) % rows.size();
+      StepOptions so;
+      so.schedule = rows[i].schedule;
+      so.block_policy = block_policy[i];
+      ms[i] = timer.step(so).step * 1e3;
+    }
+    if (round < f.warmup) continue;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].step_ms.push_back(ms[i]);
+      rows[i].ratio.push_back(ms[i] / ms[0]);
+    }
+  }
+  const double load1 = load_average();
+
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  auto flops = [&](const Row& r) {
+    const planner::ComputePrediction c = planner::predict_compute(planner::splice(pp.traces, r.policy), r.schedule);
+    return c.fwd + c.bwd + c.recompute;
+  };
+  auto predicted = [&](const Row& r) {
+    std::vector<int> ci;
+    for (int p : r.policy) ci.push_back(cal_idx[size_t(p)]);
+    return planner::predict_time(cal, r.schedule, ci).step;
+  };
+  const double none_flops = flops(rows[0]), none_pred = predicted(rows[0]);
+  nlohmann::json out = nlohmann::json::array();
+  if (!f.json) {
+    std::printf("remat bench --time-model: %s, B=%lld, T=%lld, %d threads, attention %s; %lld rounds after %lld "
+                "warm-up, rows interleaved, %s clock; calibration %s%s; load average %.2f -> %.2f\n",
+                cfg.describe().c_str(), (long long)B, (long long)T, threads,
+                autograd::attention_kind_name(cfg.attention), (long long)f.steps, (long long)f.warmup, f.clock.c_str(), source.c_str(),
+                calib_s > 0 ? (" (" + std::to_string(int(calib_s + 0.5)) + " s)").c_str() : "", load0, load1);
+    std::printf("budget plan: %s at a budget of %.2f MiB (midway between block and none)\n", plan.summary().c_str(),
+                double(budget) / 1048576.0);
+    std::printf("%-13s %10s %10s %9s %15s %9s %9s %9s %9s\n", "row", "act MiB", "median ms", "measured",
+                "spread (min-max)", "FLOP", "calibr.", "FLOP pts", "cal. pts");
+  }
+  for (const Row& r : rows) {
+    const double meas = median(r.ratio);
+    const double lo = *std::min_element(r.ratio.begin(), r.ratio.end()),
+                 hi = *std::max_element(r.ratio.begin(), r.ratio.end());
+    const double fl = flops(r) / none_flops, ca = predicted(r) / none_pred;
+    const double act = double(peak(r.schedule, r.policy)) / 1048576.0;
+    if (f.json) {
+      out.push_back({{"row", r.label},
+                     {"predicted_activation_bytes", peak(r.schedule, r.policy)},
+                     {"step_ms_median", median(r.step_ms)},
+                     {"overhead_measured", meas},
+                     {"overhead_measured_min", lo},
+                     {"overhead_measured_max", hi},
+                     {"overhead_flops", fl},
+                     {"overhead_calibrated", ca},
+                     {"flops_minus_measured_points", (fl - meas) * 100},
+                     {"calibrated_minus_measured_points", (ca - meas) * 100},
+                     {"config", cfg.describe()},
+                     {"batch", B},
+                     {"seq", T},
+                     {"threads", threads},
+                     {"calibration", source},
+                     {"clock", f.clock},
+                     {"load_average", {load0, load1}}});
+    } else {
+      std::printf("%-13s %10.2f %10.1f %9.3f %7.3f-%-7.3f %9.3f %9.3f %+9.1f %+9.1f\n", r.label.c_str(), act,
+                  median(r.step_ms), meas, lo, hi, fl, ca, (fl - meas) * 100, (ca - meas) * 100);
+    }
+  }
+  if (f.json) std::printf("%s\n", out.dump(2).c_str());
+}
 }  // namespace
 
 void add_bench(CLI::App& root) {
@@ -173,6 +338,16 @@ void add_bench(CLI::App& root) {
   add_seed_option(*app, f.seed, "Seed for init, batches and dropout (0 to 2^63-1)");
   app->add_option("--data", f.data, "Token data (default: uniform random tokens of --vocab)");
   app->add_flag("--json", f.json, "Print a JSON list of rows instead of the table");
+  app->add_flag("--time-model", f.time_model, "Instead of the rows: the step-time overhead against none of block, sqrt, "
+                                              "selective and the DP's plan at the memory midway between block and none, "
+                                              "measured (rows interleaved, a second none row for the spread), predicted "
+                                              "from FLOPs and from a calibration, with the differences in points");
+  app->add_option("--calibration", f.calibration, "With --time-model: the calibration file to predict from (remat "
+                                                  "calibrate --out; it must match this run), instead of calibrating "
+                                                  "in this run");
+  app->add_option("--clock", f.clock, "With --time-model: what to time, wall (seconds as they pass) or cpu (the "
+                                      "process's CPU time, every thread's: steadier on a loaded machine)")
+      ->check(CLI::IsMember({"wall", "cpu"}))->capture_default_str();
   app->add_flag("--profile", f.profile, "Also time every op (forward, recompute, backward; medians over the timed steps) and print where each "
                                         "strategy's step goes (JSON: a \"profile\" list per row)");
   app->callback([flags]() {
@@ -189,6 +364,19 @@ void add_bench(CLI::App& root) {
     const int64_t T = f.model.seq(cfg);
     const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
     check_sizes(cfg, micro, T, 16.0);
+    if (!f.calibration.empty() && !f.time_model)
+      throw Error("bench", "--calibration is read only by --time-model", "add --time-model, or drop --calibration");
+    if (f.clock != "wall" && !f.time_model)
+      throw Error("bench", "--clock is read only by --time-model", "add --time-model, or drop --clock");
+    if (f.time_model) {
+      if (micro != f.batch)
+        throw Error("bench", "--time-model times steps of one micro-batch, got --micro-batch " + std::to_string(micro) +
+                                 " of --batch " + std::to_string(f.batch),
+                    "drop --micro-batch");
+      if (f.profile) throw Error("bench", "--time-model does not profile ops", "drop --profile");
+      run_time_model(f, cfg, T);
+      return;
+    }
     std::vector<RowSpec> specs;
     const auto dry = planner::shape_only_model(cfg);
     for (auto& s : f.strategies) {  // fail before running anything

@@ -1,0 +1,100 @@
+// The time model that holds: seconds of a step's parts, measured on this machine (train/calibrate.h,
+// `remat calibrate`), kept in a small versioned JSON file, and the step time of any schedule priced
+// from them by walking its actions.
+//
+// Why not FLOPs. A FLOP of a replayed block costs less than a FLOP of store-everything's first
+// forward: `none` streams every block's saves to DRAM in the forward and reads them back in the
+// backward, while a replayed block's tensors are consumed by its backward right away, from cache.
+// Attention, softmax and the elementwise ops are bound by memory bandwidth, not FLOPs. So each block
+// action is priced by what it does and where its data come from:
+//   - a first-pass forward that keeps nothing (or only its input, as a checkpoint);
+//   - a first-pass forward that keeps its internals under a policy (store-everything, selective, ...);
+//   - a replay that keeps nothing (or only its input), and one that keeps its internals;
+//   - a backward of internals kept since the first pass, and one of internals just replayed (the
+//     policy's rebuilds included in both);
+//   - freeing a checkpoint;
+// and the parts outside the chain (embedding, head, the optimizer and the rest of the step) as fixed
+// terms. All are medians over blocks and repeats. The FLOP count (planner.h: predict_compute) stays
+// beside it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "planner/optimal.h"
+
+namespace remat::planner {
+
+struct Calibration {
+  static constexpr int kVersion = 1;
+
+  // What it was measured for: a calibration prices only this model, micro-batch, sequence length and
+  // thread count (check_calibration).
+  ModelConfig cfg;
+  int64_t B = 0, T = 0;
+  int threads = 0;
+  int repeats = 0;  // timed steps per calibration schedule
+  // What the seconds are: "wall" time, or the process's "cpu" time (every thread's, so about threads x
+  // wall on an idle machine; on a loaded one it leaves out the time other processes took).
+  std::string clock = "wall";
+
+  // Seconds per step, outside the chain.
+  double embed_forward = 0, head_forward = 0, head_backward = 0, embed_backward = 0;
+  double rest = 0;  // the rest of a training step: zeroing gradients, the gradient norm, AdamW
+
+  // Seconds per block action.
+  double forward_pass = 0;    // first pass, keeping nothing or only the block's input
+  double recompute_pass = 0;  // a replay keeping nothing or only the block's input
+  double free_checkpoint = 0;
+  struct PolicyCosts {
+    std::string name;              // "none" (keep everything), or a policy preset of the model
+    double forward_store = 0;      // first pass keeping the internals under this policy
+    double recompute_store = 0;    // a replay keeping the internals
+    double backward_stored = 0;    // backward of internals kept since the first pass (rebuilds included)
+    double backward_replayed = 0;  // backward of internals recorded by a replay
+  };
+  std::vector<PolicyCosts> policies;
+
+  // The index of a calibrated policy; throws remat::Error naming the calibrated ones.
+  int policy_index(const std::string& name) const;
+  // Seconds of one step outside the chain: embedding, head and rest.
+  double fixed() const { return embed_forward + head_forward + head_backward + embed_backward + rest; }
+};
+
+// The file: JSON with a format tag and version, the model config, B, T, threads and the terms.
+std::string calibration_json(const Calibration& c);
+// Parses calibration_json's text; `source` names it in errors. Throws remat::Error("calibration")
+// for anything that is not such a file of this version, or holds a negative or non-finite time.
+Calibration parse_calibration(const std::string& text, const std::string& source);
+void save_calibration(const Calibration& c, const std::string& path);  // atomically
+Calibration load_calibration(const std::string& path);
+// Throws remat::Error("calibration") naming the first difference between what `c` was measured for
+// and this run (a config field, B, T, the thread count or the clock), with the command that measures
+// it anew.
+void check_calibration(const Calibration& c, const ModelConfig& cfg, int64_t B, int64_t T, int threads,
+                       const std::string& clock, const std::string& source);
+
+struct TimePrediction {
+  double step = 0;   // seconds of one training step
+  double fixed = 0;  // embedding, head and rest: the same under every schedule
+  double forward = 0, recompute = 0, backward = 0, free = 0;  // the chain's actions, by kind
+  int stored_backwards = 0, replayed_backwards = 0;
+};
+// The step time of `s` with block i's internals kept under cal.policies[block_policy[i]] (one entry
+// per block; an empty list means policy 0 for every block).
+TimePrediction predict_time(const Calibration& cal, const Schedule& s, const std::vector<int>& block_policy = {});
+// Calibration indices for policies given by name (one per name; throws naming a missing one).
+std::vector<int> calibration_indices(const Calibration& cal, const std::vector<std::string>& names);
+
+// The calibration as the DP's TimeModel, for the DP's candidate policies `policy_names`. Today's
+// TimeModel has one forward cost per block, whatever the forward keeps and whether it is a replay, so
+// it cannot tell a block stored in the first pass from one recorded by a replay. This fit prices
+// forward(i) as a replay keeping nothing (the marginal cost of one more recompute) and
+// backward(i, p) so that a block whose internals a replay records costs exactly what predict_time
+// says; a block stored in the first pass is then off by
+//   (forward_store + backward_stored) - (forward_pass + recompute_store + backward_replayed - recompute_pass),
+// the DRAM premium (store_premium). predict_time has no such error.
+TimeModel calibrated_time(const Calibration& cal, const std::vector<std::string>& policy_names);
+// The error above for policy p (seconds per stored block).
+double store_premium(const Calibration& cal, int p);
+
+}  // namespace remat::planner
