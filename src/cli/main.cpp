@@ -1,14 +1,17 @@
 // remat: train GPT-style transformers on CPU with planned activation checkpointing.
 #include <CLI/CLI.hpp>
 #include <oneapi/dnnl/dnnl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "cli/cmd_calibrate.h"
 #include "cli/cmd_sample.h"
 #include "cli/flags.h"
 #include "core/error.h"
@@ -18,6 +21,60 @@
 #endif
 
 namespace {
+
+// OpenMP threads that wait under contention (issue #11). At the end of every parallel region and at
+// every barrier, libgomp's idle threads spin before they sleep: 300,000 iterations by default, about
+// 3 ms. Alone on the machine that is what keeps a step of many short regions fast, but beside one
+// other busy process on 2 cores the spinning threads take the cores from the ones with work, and
+// `remat train` ran 5x to 30x slower. OMP_WAIT_POLICY=passive (sleep at once, as PyTorch's peer
+// ../shared/peers/run.sh runs) keeps the speed under contention but halves it alone, where every
+// region then pays for a futex wake-up. A short spin keeps both: GOMP_SPINCOUNT=10000 (about 0.1 ms
+// here, the role PyTorch's CPU launcher gives KMP_BLOCKTIME=1 ms for Intel's OpenMP) is as fast as
+// the default alone and about twice as fast beside a busy process. bench/bench_contention.sh
+// measures every setting; the README's "Contention" has the table.
+//
+// libgomp reads its environment once, in its own initialiser, before main() (and before any
+// constructor of this binary, which depends on it), so setenv() here is too late for this process.
+// When the user has set neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT (their setting always wins),
+// remat re-executes itself at once, with the default set: the same process (pid, so signals and the
+// exit status reach the caller as before), the same argv, stdin/stdout/stderr and the rest of the
+// environment. The re-executed image knows itself by the marker variable beside the default, so it
+// never re-executes again; it removes both, so that the environment it passes on is the user's. It
+// prints nothing. If the re-exec fails (no /proc), remat runs on with libgomp's default.
+constexpr const char* kWaitPolicyVar = "OMP_WAIT_POLICY";
+constexpr const char* kSpinCountVar = "GOMP_SPINCOUNT";
+constexpr const char* kSpinCountDefault = "10000";
+constexpr const char* kDefaultedMarker = "REMAT_OPENMP_DEFAULTED";
+
+// How the OpenMP wait policy in force was chosen, for `remat --version`.
+std::string g_wait_policy = "libgomp's default (the re-exec that sets remat's default failed)";
+
+void default_openmp_wait_policy(char** argv) {
+  if (std::getenv(kDefaultedMarker)) {
+    const char* n = std::getenv(kSpinCountVar);
+    const bool reexecuted = n && std::string(n) == kSpinCountDefault && !std::getenv(kWaitPolicyVar);
+    ::unsetenv(kDefaultedMarker);
+    if (reexecuted) {  // libgomp has read the default
+      g_wait_policy = std::string(kSpinCountVar) + "=" + kSpinCountDefault +
+                      ": idle threads spin briefly, then sleep (remat's default; set " + kWaitPolicyVar + " or " +
+                      kSpinCountVar + " to choose another)";
+      ::unsetenv(kSpinCountVar);
+      return;
+    }
+  }
+  const char* policy = std::getenv(kWaitPolicyVar);
+  const char* spin = std::getenv(kSpinCountVar);
+  if (policy || spin) {
+    g_wait_policy = "as set in the environment:";
+    if (policy) g_wait_policy += std::string(" ") + kWaitPolicyVar + "=" + remat::printable(policy);
+    if (spin) g_wait_policy += std::string(" ") + kSpinCountVar + "=" + remat::printable(spin);
+    return;
+  }
+  if (::setenv(kSpinCountVar, kSpinCountDefault, 1) == 0 && ::setenv(kDefaultedMarker, "1", 1) == 0)
+    ::execv("/proc/self/exe", argv);  // returns only on failure
+  ::unsetenv(kDefaultedMarker);
+  ::unsetenv(kSpinCountVar);
+}
 
 std::string version_text() {
   std::string s = "remat " REMAT_VERSION;
@@ -30,6 +87,7 @@ std::string version_text() {
   if (const dnnl_version_t* v = dnnl_version())
     s += "\noneDNN: " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
          (v->cpu_runtime == DNNL_RUNTIME_OMP ? " (OpenMP)" : "");
+  s += "\nOpenMP wait policy: " + g_wait_policy;
   return s;
 }
 
@@ -161,18 +219,21 @@ int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<st
 }  // namespace
 
 int main(int argc, char** argv) {
+  default_openmp_wait_policy(argv);
   CLI::App app{
       "remat: train GPT-style transformers on CPU with activation checkpointing.\n"
       "Store some activations, recompute the rest, and see to the byte what the trade costs."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Every subcommand's flags");
-  app.set_version_flag("--version", version_text(), "Print remat's version, compiler and oneDNN version, and exit");
+  app.set_version_flag("--version", version_text(),
+                       "Print remat's version, compiler, oneDNN version and OpenMP wait policy, and exit");
   remat::cli::add_train(app);
   remat::cli::add_bench(app);
   remat::cli::add_trace(app);
   remat::cli::add_plan(app);
   remat::cli::add_grads(app);
   remat::cli::add_sample(app);
+  remat::cli::add_calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -93,6 +93,14 @@ void load_tensors(const std::string& path, const Model& model, std::vector<Tenso
   }
 }
 
+// A data path as saved: absolute, so that --resume finds it from another working directory.
+std::string absolute_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const fs::path abs = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? path : abs.string();
+}
+
 }  // namespace
 
 std::string checkpoint_name(int64_t step) {
@@ -133,15 +141,11 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& w
 }
 
 nlohmann::json options_to_json(const TrainOptions& o) {
-  std::string data = o.data;
-  if (!data.empty()) {
-    std::error_code ec;
-    const fs::path abs = fs::weakly_canonical(fs::absolute(data, ec), ec);
-    if (!ec) data = abs.string();
-  }
   return {{"model", model_config_to_json(o.model)},
-          {"data", data},
+          {"data", absolute_path(o.data)},
           {"data_format", o.data_format},
+          {"val_data", absolute_path(o.val_data)},
+          {"val_fraction", o.val_fraction},
           {"random_tokens", o.random_tokens},
           {"steps", o.steps},
           {"batch", o.batch},
@@ -172,6 +176,8 @@ void options_from_json(const nlohmann::json& j, TrainOptions& o, const std::stri
   if (j.contains("model")) o.model = model_config_from_json(j.at("model"), where);
   maybe(j, "data", o.data, where);
   maybe(j, "data_format", o.data_format, where);
+  maybe(j, "val_data", o.val_data, where);
+  maybe(j, "val_fraction", o.val_fraction, where);
   maybe(j, "random_tokens", o.random_tokens, where);
   maybe(j, "steps", o.steps, where);
   maybe(j, "batch", o.batch, where);

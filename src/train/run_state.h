@@ -5,7 +5,8 @@
 //  - adam_m.safetensors, adam_v.safetensors: the AdamW moments, under the parameters' names;
 //  - state.json: {"format": "remat-checkpoint", "version": 1, "step": 120, "skipped": s,
 //    "options": the TrainOptions that determine the run (model config, batch, micro_batch, seq, lr
-//    schedule, seed, strategy/policy strings, data path and format)}.
+//    schedule, seed, strategy/policy strings, data path and format, the validation split: val_data
+//    or val_fraction)}.
 // Nothing else is needed to continue bit-identically: batches and dropout masks are pure functions of
 // (seed, step) (BatchSampler::sample(step * accum + k), step_rng(seed, step, k)) and AdamW's bias
 // correction uses the absolute step, so restoring the step restores the data position and the RNG.

@@ -191,3 +191,39 @@ TEST(CliRobust, ResumeFlagErrors) {
   EXPECT_NE(more.out.find("strategy all"), std::string::npos) << more.out;
   EXPECT_TRUE(fs::exists(d / "ck/step-000003/state.json"));
 }
+
+// --resume validates on the checkpoint's split: --val-fraction (and --val-data) come from it, and an
+// explicit value that contradicts it is refused like any other run flag.
+TEST(CliRobust, ResumeKeepsTheValidationSplit) {
+  TempDir d;
+  // Validation after steps 2 and 4 (--eval-every is not part of the run's state: given each time).
+  auto run = [](const std::vector<std::string>& extra) {
+    return run_remat(with({"train", "--preset", "tiny", "--sample-tokens", "0", "--no-progress", "--eval-every", "2",
+                           "--eval-batches", "2"},
+                          extra));
+  };
+  const auto full = run({"--steps", "4", "--seq", "32", "--val-fraction", "0.2", "--metrics-out", d / "full.jsonl"});
+  ASSERT_EQ(full.exit_code, 0) << full.describe();
+  const auto first = run({"--steps", "2", "--seq", "32", "--val-fraction", "0.2", "--save-dir", d / "ck"});
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+
+  expect_user_error(train({"--resume", d / "ck", "--steps", "4", "--val-fraction", "0.3"}),
+                    {"--val-fraction 0.3 contradicts the checkpoint", "has 0.2"});
+  expect_user_error(train({"--resume", d / "ck", "--steps", "4", "--val-fraction", "0.1"}),
+                    {"--val-fraction 0.1 contradicts the checkpoint"});
+  const std::string val = d.write("v.txt", std::string(3000, 'v'));
+  expect_user_error(train({"--resume", d / "ck", "--steps", "4", "--val-data", val}),
+                    {"--val-data", "contradicts the checkpoint", "no --val-data"});
+
+  // No validation flag: the checkpoint's split, and the uninterrupted run's val loss after step 4.
+  const auto res = run({"--resume", d / "ck", "--steps", "4", "--metrics-out", d / "m.jsonl"});
+  ASSERT_EQ(res.exit_code, 0) << res.describe();
+  EXPECT_NE(res.out.find("--val-fraction 0.2)"), std::string::npos) << res.out;
+  const auto a = split_lines(slurp(d / "full.jsonl")), b = split_lines(slurp(d / "m.jsonl"));
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 2u) << "steps 3 and 4";
+  const auto last_a = nlohmann::json::parse(a.back()), last_b = nlohmann::json::parse(b.back());
+  ASSERT_TRUE(last_a.contains("val_loss")) << a.back();
+  EXPECT_EQ(last_a.at("val_loss"), last_b.at("val_loss"));
+  EXPECT_EQ(last_a.at("loss"), last_b.at("loss"));
+}

@@ -328,3 +328,53 @@ TEST_F(Resume, NonFiniteInitFromIsRefusedNamingTheTensor) {
   EXPECT_NE(msg.find("h.1.mlp.c_fc.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("NaN"), std::string::npos) << msg;
 }
+
+// The validation split is part of the run: --resume takes --val-fraction and --val-data from the
+// checkpoint (`remat train --resume` starts from the command line's options and applies the
+// checkpoint's with options_from_json, as here), and validates on the same tokens, bit for bit.
+TEST_F(Resume, ResumeKeepsTheValidationSplit) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "Validation text " + std::to_string(i * 7919 % 1000) + ", held out.\n";
+  std::ofstream(p("val.txt")) << text;
+  for (const bool val_file : {false, true}) {
+    SCOPED_TRACE(val_file ? "--val-data" : "--val-fraction 0.2");
+    const std::string ck = p(val_file ? "ck_file" : "ck_fraction");
+    TrainOptions o = small_opts("block", "none");
+    o.eval_every = 1;
+    if (val_file)
+      o.val_data = p("val.txt");
+    else
+      o.val_fraction = 0.2;
+    Trainer full(o);
+    const TrainSummary fs_ = full.run();
+    ASSERT_EQ(fs_.val_losses.size(), 7u) << "one before the first step, one after each";
+
+    std::atomic<int> flag{0};
+    TrainOptions a = o;
+    a.save_dir = ck;
+    a.stop = &flag;
+    a.on_step = [&](int64_t st, float) {
+      if (st == 2) flag = 1;
+    };
+    EXPECT_EQ(Trainer(a).run().steps_done, 3);
+
+    // A command line with no validation flag: the defaults, then the checkpoint's options.
+    TrainOptions r = small_opts("block", "none");
+    r.eval_every = 1;
+    const RunState st = read_run_state(find_checkpoint(ck));
+    options_from_json(st.options, r, st.dir);
+    EXPECT_EQ(r.val_fraction, o.val_fraction);
+    EXPECT_EQ(r.val_data, val_file ? fs::canonical(p("val.txt")).string() : std::string());
+    r.resume = ck;
+    Trainer rt(r);
+    const TrainSummary rs = rt.run();
+    ASSERT_EQ(rs.val_losses.size(), 4u);
+    for (size_t i = 0; i < 4; ++i)
+      EXPECT_EQ(std::memcmp(&rs.val_losses[i], &fs_.val_losses[3 + i], sizeof(float)), 0)
+          << "val loss after step " << 3 + i << ": " << rs.val_losses[i] << " vs " << fs_.val_losses[3 + i];
+
+    // Not vacuous: the default split (the last 10% of the corpus) validates on other tokens.
+    TrainOptions d = small_opts("block", "none");
+    EXPECT_NE(Trainer(d).validate(), fs_.val_losses[0]) << "the default split gives the same val loss";
+  }
+}
