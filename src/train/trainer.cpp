@@ -400,19 +400,31 @@ class MetricsFile {
   }
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
+  // A failed write does not stop the run: metrics are the least valuable output, and stopping would
+  // lose the weights. It is reported at once, metrics stop, and failure() makes the run exit non-zero
+  // after --save and the checkpoints are written.
   void line(const std::string& l) {
     if (!f_) return;
     errno = 0;
     if (std::fputs((l + "\n").c_str(), f_) < 0 || std::fflush(f_) != 0) {
       const int err = errno ? errno : EIO;
-      throw Error("io", "writing --metrics-out '" + path_ + "' failed: " + std::strerror(err),
-                  err == EFBIG ? "the file exceeds a size limit (ulimit -f)" : "free some disk space or write it elsewhere");
+      error_ = "writing --metrics-out '" + path_ + "' failed: " + std::strerror(err);
+      hint_ = err == EFBIG ? "the file exceeds a size limit (ulimit -f)" : "free some disk space or write it elsewhere";
+      std::fclose(f_);
+      f_ = nullptr;
+      std::fprintf(stderr, "remat: warning: %s; training goes on without metrics, and --save and checkpoints are "
+                           "still written\n", error_.c_str());
     }
+  }
+  // Throws the write failure, if any (after the run has saved what it was asked to save).
+  void check() const {
+    if (!error_.empty()) throw Error("io", error_ + " (metrics stopped there; the run finished and saved)", hint_);
   }
 
  private:
   std::string path_;
   FILE* f_ = nullptr;
+  std::string error_, hint_;
 };
 
 }  // namespace
@@ -539,6 +551,7 @@ TrainSummary Trainer::run() {
   sum.tokens_per_s = tok_s;
   if (!o.save_dir.empty() && !saved_here) sum.checkpoint = save_checkpoint(st);
   if (!o.save.empty()) save_weights(*s.model, o.save);
+  metrics.check();
   return sum;
 }
 

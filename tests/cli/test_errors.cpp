@@ -86,6 +86,12 @@ TEST(CliErrors, NegativeChannels) {
   EXPECT_USER_ERROR(train({"--steps", "1", "--channels", "-8"}), "--channels", "must be positive, got -8");
 }
 
+// -1 once silently meant "the preset's value" (--layers -1 trained L=4): every model flag refuses it.
+TEST(CliErrors, MinusOneOnModelFlagsIsRefused) {
+  for (const char* flag : {"--layers", "--channels", "--heads", "--seq", "--vocab", "--block-size"})
+    EXPECT_USER_ERROR(train({"--steps", "1", flag, "-1"}), flag, "-1");
+}
+
 TEST(CliErrors, ZeroHeads) {
   EXPECT_USER_ERROR(train({"--steps", "1", "--heads", "0"}), "--heads", "must be positive, got 0");
 }

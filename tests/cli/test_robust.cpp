@@ -101,6 +101,37 @@ TEST(CliRobust, WritePastFileSizeLimitIsAnError) {
   EXPECT_FALSE(fs::exists(d / "w.safetensors"));
 }
 
+// A metrics write that fails mid-run (here: past `ulimit -f`, as a full disk would) does not lose the
+// run: a warning at once, training goes on, --save and the checkpoints are written, and the run exits 1
+// naming the metrics file. The resumed weights equal an uninterrupted run's, so nothing was skipped.
+TEST(CliRobust, MetricsWriteFailureStillSavesTheWeights) {
+  TempDir d;
+  const std::vector<std::string> run = {"--steps", "6", "--dropout", "0.1", "--batch", "2", "--seq", "32"};
+  const auto full = train(with(run, {"--save", d / "full.safetensors"}));
+  ASSERT_EQ(full.exit_code, 0) << full.describe();
+  const auto part = train(with(run, {"--save-dir", d / "ck", "--save-every", "3", "--keep", "2", "--metrics-out",
+                                     d / "m.jsonl"}));
+  ASSERT_EQ(part.exit_code, 0) << part.describe();
+  std::string first;  // the step-3 checkpoint
+  for (const auto& e : fs::directory_iterator(d / "ck"))
+    if (first.empty() || e.path().string() < first) first = e.path().string();
+  ASSERT_NE(first.find("step-"), std::string::npos) << first;
+  // The metrics file ends just under the limit: the resumed run's first line crosses it.
+  const rlim_t limit = 8u << 20;
+  fs::resize_file(d / "m.jsonl", limit - 16);
+  Child c(tiny_train({"--resume", first, "--save", d / "resumed.safetensors", "--metrics-out", d / "m.jsonl"}),
+          SpawnOptions{"", limit});
+  const RunResult r = c.finish();
+  SCOPED_TRACE(r.describe());
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("warning: writing --metrics-out"), std::string::npos);
+  EXPECT_NE(r.err.find("File too large"), std::string::npos);
+  EXPECT_NE(r.err.find("the run finished and saved"), std::string::npos);
+  ASSERT_TRUE(fs::exists(d / "resumed.safetensors"));
+  EXPECT_EQ(slurp(d / "resumed.safetensors"), slurp(d / "full.safetensors")) << "the resumed run did not finish";
+}
+
 TEST(CliRobust, OutputsCheckedBeforeTraining) {
   TempDir d;
   ASSERT_EQ(mkfifo((d / "fifo").c_str(), 0600), 0);
