@@ -116,6 +116,35 @@ std::optional<std::string> uniform_policy(const StepPlan& p) {
 
 }  // namespace
 
+namespace {
+
+// Plans that may fit a whole-step budget better than the DP's answer for the activation budget: the
+// DP ranks plans by activation bytes, and the whole step is not monotone in them (a plan holding more
+// activations can peak lower overall, when its activation peak falls at a quieter moment of the
+// step). So the frontier's faster plans and the textbook strategies under every policy are priced
+// whole-step too. Bounded: at most kMaxFrontier frontier plans are dry-run.
+std::vector<StepPlan> alternatives(const Candidates& c, const PlanTarget& t, double faster_than) {
+  constexpr size_t kMaxFrontier = 16;
+  std::vector<StepPlan> out;
+  std::vector<planner::ChainPlan> front = planner::optimal_frontier(c.problem);
+  std::sort(front.begin(), front.end(),
+            [](const auto& a, const auto& b) { return total_flops(a.compute) < total_flops(b.compute); });
+  for (size_t k = 0; k < front.size() && k < kMaxFrontier; ++k) {
+    if (total_flops(front[k].compute) >= faster_than) break;
+    out.push_back(price_plan(c, front[k], t));
+  }
+  const int L = int(c.cfg.L);
+  for (const std::string& policy : c.problem.policy_names)
+    for (const char* name : {"none", "all", "block", "sqrt"})
+      for (bool last : {false, true}) {
+        if (last && std::string(name) == "none") continue;
+        out.push_back(price_strategy(c, parse_strategy(name, L, last), policy, t));
+      }
+  return out;
+}
+
+}  // namespace
+
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget) {
   std::vector<autograd::AttentionKind> kernels{t.cfg.attention};
   if (t.allow_flash && t.cfg.attention != autograd::AttentionKind::Flash) kernels.push_back(autograd::AttentionKind::Flash);
@@ -126,11 +155,16 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget) {
     cfg.attention = k;
     const Candidates c = make_candidates(cfg, t.micro, t.T);
     StepPlan least = price_plan(c, planner::least_memory_plan(c.problem), t);
+    const size_t dp_least_activation = least.activation_peak, dp_least_persistent = least.step.persistent;
+    std::optional<StepPlan> fit;
+    for (StepPlan& a : alternatives(c, t, std::numeric_limits<double>::infinity())) {
+      if (a.step.peak_total < least.step.peak_total) least = a;
+      if (a.step.peak_total <= budget && (!fit || total_flops(a.compute) < total_flops(fit->compute))) fit = std::move(a);
+    }
     if (!least_of_all || least.step.peak_total < least_of_all->step.peak_total) least_of_all = least;
     if (least.step.peak_total > budget) continue;
-    std::optional<StepPlan> fit;
-    size_t act = budget > least.step.persistent ? budget - least.step.persistent : 0;
-    for (int round = 0; round < kRounds && act > least.activation_peak; ++round) {
+    size_t act = budget > dp_least_persistent ? budget - dp_least_persistent : 0;
+    for (int round = 0; round < kRounds && act > dp_least_activation; ++round) {
       planner::ChainPlan cp;
       try {
         cp = planner::optimal_plan(c.problem, act);
@@ -139,7 +173,7 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget) {
       }
       StepPlan sp = price_plan(c, cp, t);
       if (sp.step.peak_total <= budget) {
-        fit = std::move(sp);
+        if (!fit || total_flops(sp.compute) < total_flops(fit->compute)) fit = std::move(sp);
         break;
       }
       // The step rose above the budget by `over`: ask the DP for that much less activation memory.

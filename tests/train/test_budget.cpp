@@ -55,6 +55,13 @@ void check_arch(Arch arch) {
   std::vector<StepPlan> frontier;
   for (const planner::ChainPlan& p : planner::optimal_frontier(c.problem)) frontier.push_back(price_plan(c, p, t));
 
+  // And every textbook strategy under every policy: the DP's family holds them, but the DP ranks by
+  // activation bytes and the budget is the whole step, which is not monotone in them.
+  std::vector<StepPlan> textbook;
+  for (const std::string& name : c.problem.policy_names)
+    for (const char* s : {"none", "block", "sqrt", "uniform:2", "all"})
+      for (bool last : {false, true}) textbook.push_back(price_strategy(c, parse_strategy(s, int(cfg.L), last), name, t));
+
   double last_flops = 1e300;
   int trained = 0;
   for (size_t budget : {least.step.peak_total, (least.step.peak_total + none.step.peak_total) / 2,
@@ -65,6 +72,8 @@ void check_arch(Arch arch) {
     EXPECT_LE(flops(plan), last_flops * (1 + 1e-12)) << "more budget gave a slower plan";
     last_flops = flops(plan);
     for (const StepPlan& f : frontier)
+      if (f.step.peak_total <= budget) EXPECT_GE(flops(f), flops(plan) * (1 - 1e-12)) << f.summary << " fits and is faster";
+    for (const StepPlan& f : textbook)
       if (f.step.peak_total <= budget) EXPECT_GE(flops(f), flops(plan) * (1 - 1e-12)) << f.summary << " fits and is faster";
     // Trained: the measured whole-step peak is the prediction, within the budget.
     TrainOptions o = base;
