@@ -2,12 +2,14 @@
 // with --svg, the same step as a picture of live bytes per category (train/svg.h).
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "cli/flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "planner/planner.h"
+#include "train/budget.h"
 #include "train/svg.h"
 
 namespace remat::cli {
@@ -21,6 +23,7 @@ struct TraceFlags {
   int64_t batch = 8, micro_batch = 0;
   std::string svg;
   bool svg_persistent = false;
+  std::string plan;  // a plan file (remat plan --budget SIZE --out FILE)
 };
 
 // The live bytes of every category, now.
@@ -58,7 +61,9 @@ void add_trace(CLI::App& root) {
                                   "phases shaded, the activation peak marked (written atomically)");
   app->add_flag("--svg-persistent", f.svg_persistent, "In the --svg picture, also draw parameters, gradients, "
                                                        "optimizer state and data as a flat base under the activations");
-  app->callback([flags]() {
+  app->add_option("--plan", f.plan, "Trace the plan in this file (remat plan ... --budget SIZE --out FILE): its "
+                                    "schedule and its policy per block, for the model, batch and seq it was made for");
+  app->callback([flags, app]() {
     TraceFlags& f = *flags;
     f.model.apply_threads();
     ModelConfig cfg = f.model.config();
@@ -71,14 +76,37 @@ void add_trace(CLI::App& root) {
     check_sizes(cfg, micro, T, 8.0);
     if (f.svg_persistent && f.svg.empty()) throw Error("cli", "--svg-persistent needs --svg", "add --svg timeline.svg");
     probe_output_file(f.svg, "--svg");  // before any work
-    StrategySpec spec = parse_strategy(f.recompute, int(cfg.L), f.recompute_last, f.segment_replay == "internals");
+    std::optional<StepPlan> plan;
+    if (!f.plan.empty()) {
+      for (const char* flag : {"--recompute", "--recompute-last", "--segment-replay"})
+        if (app->get_option(flag)->count() > 0)
+          throw Error("cli", std::string(flag) + " cannot be combined with --plan", "the plan file gives the schedule");
+      plan = read_plan_file(f.plan);
+      check_plan_target(*plan, cfg, f.model.given("--attention"), f.batch, micro, T, f.plan);
+      cfg = plan->cfg;  // its attention kernel
+    }
+    StrategySpec spec = parse_strategy(plan ? "none" : f.recompute, int(cfg.L), f.recompute_last,
+                                       f.segment_replay == "internals");
+    const std::string label = plan ? "plan " + f.plan + " (" + plan->summary + ")" : spec.label();
     const auto model = make_model(cfg);
+    std::vector<std::pair<std::string, NamePolicy>> policies;  // one per distinct name of the plan
+    if (plan)
+      for (const std::string& name : plan->block_policy)
+        if (name != "none" && std::none_of(policies.begin(), policies.end(), [&](const auto& q) { return q.first == name; }))
+          policies.emplace_back(name, model->policy(name));
     std::vector<int32_t> in(size_t(micro * T)), tg(in.size());
     std::mt19937 gen(1);
     for (auto& t : in) t = int32_t(gen() % uint32_t(cfg.V));
     for (auto& t : tg) t = int32_t(gen() % uint32_t(cfg.V));
     StepOptions so;
-    so.schedule = make_schedule(spec, int(cfg.L));
+    so.schedule = plan ? plan->schedule : make_schedule(spec, int(cfg.L));
+    if (plan)
+      for (const std::string& name : plan->block_policy) {
+        const autograd::Policy* pol = nullptr;
+        for (const auto& q : policies)
+          if (q.first == name) pol = &q.second;
+        so.block_policy.push_back(pol);
+      }
     int n = 0;
     // Sample 0 is the step's start; sample i is the state after event i, as numbered below.
     std::vector<TimelineSample> samples;
@@ -88,8 +116,8 @@ void add_trace(CLI::App& root) {
       if (!f.svg.empty())
         samples.push_back({e, phase_of(e, samples.back().phase), live_now()});
     };
-    std::printf("trace of one step: %s, strategy %s%s, batch %lld", cfg.describe().c_str(), spec.label().c_str(),
-                spec.recompute_last ? " (recompute-last)" : "", (long long)f.batch);
+    std::printf("trace of one step: %s, %s %s%s, batch %lld", cfg.describe().c_str(), plan ? "the" : "strategy",
+                label.c_str(), !plan && spec.recompute_last ? " (recompute-last)" : "", (long long)f.batch);
     if (micro == f.batch)
       std::printf(", seq %lld\n", (long long)T);
     else
@@ -98,7 +126,8 @@ void add_trace(CLI::App& root) {
     StepMeasure m;
     if (!f.svg.empty()) samples.push_back({"start of step", TimelineSample::Phase::Forward, live_now()});
     forward_backward(*model, MicroBatch{in, tg, micro, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
-    const auto p = planner::simulate_memory(planner::trace_step(*model, micro, T), so.schedule);
+    const size_t predicted = plan ? plan->activation_peak
+                                  : planner::simulate_memory(planner::trace_step(*model, micro, T), so.schedule).peak_activation;
     // How often each block's forward ran (first pass and recomputes), from the schedule.
     std::vector<int> runs(size_t(cfg.L), 0);
     for (const Action& a : so.schedule)
@@ -112,12 +141,12 @@ void add_trace(CLI::App& root) {
                 (long long)m.counters.block_forwards, (long long)m.counters.block_recomputes,
                 (long long)m.counters.block_backwards, ran.c_str());
     std::printf("peak activation %s measured, %s predicted\n", format_bytes(m.peak_activation).c_str(),
-                format_bytes(p.peak_activation).c_str());
+                format_bytes(predicted).c_str());
     if (!f.svg.empty()) {
       TimelineOptions to;
       to.persistent = f.svg_persistent;
-      to.title = "Live memory of one step: " + cfg.describe() + ", strategy " + spec.label() +
-                 (spec.recompute_last ? " (recompute-last)" : "") + ", micro-batch " + std::to_string(micro);
+      to.title = "Live memory of one step: " + cfg.describe() + ", " + (plan ? "the " : "strategy ") + label +
+                 (!plan && spec.recompute_last ? " (recompute-last)" : "") + ", micro-batch " + std::to_string(micro);
       write_file_atomic(f.svg, timeline_svg(samples, to));
       std::printf("wrote %s: %zu events; measured peak activation %zu bytes\n", f.svg.c_str(), samples.size() - 1,
                   m.peak_activation);

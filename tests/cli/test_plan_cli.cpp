@@ -143,6 +143,16 @@ TEST(PlanCli, PlanFilesCarryThePlan) {
   EXPECT_TRUE(has(t.out, "plan " + file + ": ")) << t.out;
   EXPECT_TRUE(has(t.out, "(equal to the byte)")) << t.out;
 
+  // trace --plan runs the same plan (its schedule and policies): measured peak = the plan's prediction.
+  const RunResult tr = ok({"trace", "--preset", "tiny", "--plan", file});
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(tr.out, m, std::regex("peak activation ([^\\n]*) measured, ([^\\n]*) predicted"))) << tr.out;
+  EXPECT_EQ(m[1].str(), m[2].str()) << tr.out;
+  EXPECT_TRUE(has(tr.out, "the plan " + file)) << tr.out;
+  EXPECT_USER_ERROR(run_remat({"trace", "--preset", "tiny", "--plan", file, "--recompute", "sqrt"}),
+                    "--recompute cannot be combined with --plan");
+  EXPECT_USER_ERROR(run_remat({"trace", "--preset", "tiny", "--layers", "3", "--plan", file}), "layers 2 (this run: 3)");
+
   std::vector<std::string> a{"train", "--preset", "tiny", "--layers", "3", "--seq", "32", "--batch", "4", "--plan", file};
   a.insert(a.end(), kOneStep.begin(), kOneStep.end());
   EXPECT_USER_ERROR(run_remat(a), "[plan]", "was made for another run", "layers 2 (this run: 3)", "batch 8 (this run: 4)",
