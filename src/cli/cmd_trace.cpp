@@ -89,24 +89,15 @@ void add_trace(CLI::App& root) {
                                        f.segment_replay == "internals");
     const std::string label = plan ? "plan " + f.plan + " (" + plan->summary + ")" : spec.label();
     const auto model = make_model(cfg);
-    std::vector<std::pair<std::string, NamePolicy>> policies;  // one per distinct name of the plan
-    if (plan)
-      for (const std::string& name : plan->block_policy)
-        if (name != "none" && std::none_of(policies.begin(), policies.end(), [&](const auto& q) { return q.first == name; }))
-          policies.emplace_back(name, model->policy(name));
+    const std::vector<NamePolicy> policies = plan ? named_block_policies(*model, plan->block_policy)
+                                                  : std::vector<NamePolicy>{};
     std::vector<int32_t> in(size_t(micro * T)), tg(in.size());
     std::mt19937 gen(1);
     for (auto& t : in) t = int32_t(gen() % uint32_t(cfg.V));
     for (auto& t : tg) t = int32_t(gen() % uint32_t(cfg.V));
     StepOptions so;
     so.schedule = plan ? plan->schedule : make_schedule(spec, int(cfg.L));
-    if (plan)
-      for (const std::string& name : plan->block_policy) {
-        const autograd::Policy* pol = nullptr;
-        for (const auto& q : policies)
-          if (q.first == name) pol = &q.second;
-        so.block_policy.push_back(pol);
-      }
+    so.block_policy = policy_pointers(policies);
     int n = 0;
     // Sample 0 is the step's start; sample i is the state after event i, as numbered below.
     std::vector<TimelineSample> samples;

@@ -33,18 +33,10 @@ Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T) {
 
 StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes) {
   const auto model = planner::shape_only_model(p.cfg);
-  std::vector<std::pair<std::string, NamePolicy>> made;
-  for (const std::string& name : p.block_policy)
-    if (name != "none" && std::none_of(made.begin(), made.end(), [&](const auto& m) { return m.first == name; }))
-      made.emplace_back(name, model->policy(name));
+  const std::vector<NamePolicy> policies = named_block_policies(*model, p.block_policy);
   StepOptions so;
   so.schedule = p.schedule;
-  for (const std::string& name : p.block_policy) {
-    const autograd::Policy* pol = nullptr;
-    for (const auto& m : made)
-      if (m.first == name) pol = &m.second;
-    so.block_policy.push_back(pol);
-  }
+  so.block_policy = policy_pointers(policies);
   return dry_run_step(p.cfg, p.micro, p.T, p.batch / p.micro, so, data_bytes);
 }
 

@@ -255,4 +255,18 @@ float evaluate_loss(const Model& model, const MicroBatch& mb) {
   return loss.data()[0];
 }
 
+std::vector<NamePolicy> named_block_policies(const Model& model, const std::vector<std::string>& names) {
+  std::vector<NamePolicy> owned;
+  owned.reserve(names.size());
+  for (const std::string& n : names) owned.push_back(model.policy(n));
+  return owned;
+}
+
+std::vector<const autograd::Policy*> policy_pointers(const std::vector<NamePolicy>& owned) {
+  std::vector<const autograd::Policy*> out;
+  out.reserve(owned.size());
+  for (const NamePolicy& p : owned) out.push_back(p.keeps_all() ? nullptr : &p);
+  return out;
+}
+
 }  // namespace remat

@@ -64,6 +64,12 @@ struct StepOptions {
   autograd::OpProfile* profile = nullptr;                 // per-op wall time, if set
 };
 
+// A plan's policy per block, by the model's preset names ("none" keeps everything), and the
+// pointers StepOptions::block_policy takes (null where a block keeps everything). The pointers point
+// into `owned`, which must outlive them.
+std::vector<NamePolicy> named_block_policies(const Model& model, const std::vector<std::string>& names);
+std::vector<const autograd::Policy*> policy_pointers(const std::vector<NamePolicy>& owned);
+
 // Forward + backward of one micro-batch. `count` is the number of target positions the loss mean
 // divides by (B*T*micro_steps for gradient accumulation). Returns the (unscaled by count share) loss
 // value of this micro-batch as the mean over its own positions.

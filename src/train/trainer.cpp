@@ -151,7 +151,7 @@ Trainer::Trainer(const TrainOptions& o) {
       throw Error("plan", "the plan names " + std::to_string(o.block_policy.size()) + " block policies for " +
                               std::to_string(o.model.L) + " blocks",
                   "make the plan for this model (one policy per block)");
-    for (const std::string& n : o.block_policy) s.block_policies.push_back(s.model->policy(n));
+    s.block_policies = named_block_policies(*s.model, o.block_policy);
   }
   s.model->init(o.seed);
   if (!o.init_from.empty()) load_weights(*s.model, o.init_from);
@@ -281,7 +281,7 @@ StepOptions Trainer::step_options() const {
   StepOptions so;
   so.schedule = s.schedule;
   so.policy = s.policy.keeps_all() ? nullptr : &s.policy;
-  for (const NamePolicy& p : s.block_policies) so.block_policy.push_back(p.keeps_all() ? nullptr : &p);
+  so.block_policy = policy_pointers(s.block_policies);
   so.check_determinism = s.opt.check_determinism;
   so.break_replay = s.opt.break_replay;
   so.profile = s.opt.profile;
