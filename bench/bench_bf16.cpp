@@ -243,3 +243,134 @@ BENCHMARK(BM_gelu_forward_bf16)->UseRealTime();
 BENCHMARK(BM_sgemm)->Apply(gpt_shapes);
 BENCHMARK(BM_gemm_bf16)->Apply(gpt_shapes);
 BENCHMARK(BM_gemm_bf16_prepacked)->Apply(fwd_shapes);
+
+// (Included here, with the benchmarks that use them, rather than above: this section was appended.)
+#include "kernels/dropout.h"
+#include "kernels/dropout_bf16.h"
+#include "kernels/encoder.h"
+#include "kernels/encoder_bf16.h"
+#include "kernels/rope.h"
+#include "kernels/rope_bf16.h"
+
+// The bf16 kernels of issue #10's second batch against their fp32 twins, at GPT-2 small shapes (B*T =
+// kRows = 2048 rows, C = 768; rope at LLaMA heads, HS = 128): bytes moved per second (reads + writes,
+// at each kernel's own element size), forward and backward in one iteration.
+namespace {
+
+constexpr int64_t kEncT = 1024, kEncV = 8192;
+std::vector<int32_t> bench_tokens() {
+  std::vector<int32_t> tok(kRows);
+  for (int64_t i = 0; i < kRows; ++i) tok[i] = int32_t((i * 7919) % kEncV);
+  return tok;
+}
+
+void BM_encoder_fp32(benchmark::State& st) {
+  const auto wte = randv(kEncV * kC, 1), wpe = randv(kEncT * kC, 2), dout = randv(kRows * kC, 3);
+  const auto tok = bench_tokens();
+  std::vector<float> out(kRows * kC), dwte(kEncV * kC), dwpe(kEncT * kC);
+  for (auto _ : st) {
+    encoder_forward(out, tok.data(), wte, wpe, 2, kRows / 2, kC);
+    encoder_backward(dwte, dwpe, dout, tok.data(), 2, kRows / 2, kC);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, kRows * kC * (4.0 * 3 + 4.0 + 4.0 * 5));  // fwd: 2 reads + write; bwd: dout + 2 read-modify-writes
+}
+void BM_encoder_bf16(benchmark::State& st) {
+  const auto wte = randv(kEncV * kC, 1), wpe = randv(kEncT * kC, 2);
+  const auto dout = randb(kRows * kC, 3);
+  const auto tok = bench_tokens();
+  std::vector<bf16> out(kRows * kC);
+  std::vector<float> dwte(kEncV * kC), dwpe(kEncT * kC);
+  for (auto _ : st) {
+    encoder_bf16_forward(out, tok.data(), wte, wpe, 2, kRows / 2, kC);
+    encoder_bf16_backward(dwte, dwpe, dout, tok.data(), 2, kRows / 2, kC);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, kRows * kC * (4.0 * 2 + 2.0 + 2.0 + 4.0 * 4));
+}
+
+void BM_dropout_fp32(benchmark::State& st) {
+  const int64_t N = kRows * kC;
+  const auto x = randv(N, 4), d = randv(N, 5);
+  std::vector<float> out(N), dx(N);
+  for (auto _ : st) {
+    if (st.range(0) == 0) dropout_forward(out, x, N, 0.1f, 7, 3);
+    if (st.range(0) == 1) dropout_backward(dx, d, N, 0.1f, 7, 3);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, N * 4.0 * (st.range(0) == 0 ? 2 : 3));
+}
+void BM_dropout_bf16(benchmark::State& st) {
+  const int64_t N = kRows * kC;
+  const auto x = randb(N, 4), d = randb(N, 5);
+  std::vector<bf16> out(N), dx(N);
+  for (auto _ : st) {
+    if (st.range(0) == 0) dropout_bf16_forward(out, x, N, 0.1f, 7, 3);
+    if (st.range(0) == 1) dropout_bf16_backward(dx, d, N, 0.1f, 7, 3);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, N * 2.0 * (st.range(0) == 0 ? 2 : 3));
+}
+
+constexpr int64_t kRopeNH = 8, kRopeKVH = 2, kRopeHS = 128, kRopeT = 1024;
+void BM_rope_fp32(benchmark::State& st) {
+  const int64_t QC = kRopeNH * kRopeHS, KC = kRopeKVH * kRopeHS, C3 = QC + 2 * KC;
+  std::vector<float> cs(kRopeT * kRopeHS / 2), sn(cs.size());
+  rope_table(cs, sn, kRopeT, kRopeHS, 10000.0f);
+  const auto q = randv(kRows * QC, 6), k = randv(kRows * KC, 7), v = randv(kRows * KC, 8), g = randv(kRows * C3, 9);
+  std::vector<float> qkv(kRows * C3), dq(q.size()), dk(k.size()), dv(v.size());
+  for (auto _ : st) {
+    rope_qkv_forward(qkv, q, k, v, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
+    rope_qkv_backward(dq, dk, dv, g, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, kRows * C3 * 4.0 * 5);
+}
+void BM_rope_bf16(benchmark::State& st) {
+  const int64_t QC = kRopeNH * kRopeHS, KC = kRopeKVH * kRopeHS, C3 = QC + 2 * KC;
+  std::vector<float> cs(kRopeT * kRopeHS / 2), sn(cs.size());
+  rope_table(cs, sn, kRopeT, kRopeHS, 10000.0f);
+  const auto q = randb(kRows * QC, 6), k = randb(kRows * KC, 7), v = randb(kRows * KC, 8), g = randb(kRows * C3, 9);
+  std::vector<bf16> qkv(kRows * C3), dq(q.size()), dk(k.size()), dv(v.size());
+  for (auto _ : st) {
+    rope_qkv_bf16_forward(qkv, q, k, v, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
+    rope_qkv_bf16_backward(dq, dk, dv, g, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, kRows * C3 * 2.0 * 5);
+}
+
+// LayerNorm with the fp32 residual stream of --fp32-residual: fp32 input and dinp, bf16 output and dout.
+void BM_layernorm_fwdbwd_fp32(benchmark::State& st) {
+  const auto x = randv(kRows * kC, 10), d = randv(kRows * kC, 11), w = randv(kC, 12), b = randv(kC, 13);
+  std::vector<float> out(kRows * kC), dx(kRows * kC), mean(kRows), rstd(kRows), dw(kC), db(kC);
+  for (auto _ : st) {
+    layernorm_forward(out, mean, rstd, x, w, b, kRows, kC);
+    layernorm_backward(dx, dw, db, d, x, w, mean, rstd, kRows, kC);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, kRows * kC * 4.0 * 8);  // fwd: read x, write out; bwd: x, dout, dx (r+w), then x, dout again
+}
+void BM_layernorm_fwdbwd_mixed(benchmark::State& st) {
+  const auto x = randv(kRows * kC, 10), w = randv(kC, 12), b = randv(kC, 13);
+  const auto d = randb(kRows * kC, 11);
+  std::vector<bf16> out(kRows * kC);
+  std::vector<float> dx(kRows * kC), mean(kRows), rstd(kRows), dw(kC), db(kC);
+  for (auto _ : st) {
+    layernorm_mixed_forward(out, mean, rstd, x, w, b, kRows, kC);
+    layernorm_mixed_backward(dx, dw, db, d, x, w, mean, rstd, kRows, kC);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, kRows * kC * (4.0 + 2.0 + 4.0 + 2.0 + 8.0 + 4.0 + 2.0));
+}
+
+}  // namespace
+
+BENCHMARK(BM_encoder_fp32)->UseRealTime();
+BENCHMARK(BM_encoder_bf16)->UseRealTime();
+BENCHMARK(BM_dropout_fp32)->ArgNames({"bwd"})->Arg(0)->Arg(1)->UseRealTime();
+BENCHMARK(BM_dropout_bf16)->ArgNames({"bwd"})->Arg(0)->Arg(1)->UseRealTime();
+BENCHMARK(BM_rope_fp32)->UseRealTime();
+BENCHMARK(BM_rope_bf16)->UseRealTime();
+BENCHMARK(BM_layernorm_fwdbwd_fp32)->UseRealTime();
+BENCHMARK(BM_layernorm_fwdbwd_mixed)->UseRealTime();

@@ -21,11 +21,20 @@ struct Rng {
 enum class AttentionKind { Naive, Flash };
 const char* attention_kind_name(AttentionKind k);
 
+// Precision. Every op takes fp32 or bf16 activations (core/dtype.h) and returns its input's dtype,
+// except where an argument says otherwise: the embedding and the norms write `out_dtype`, and add()
+// returns its first operand's dtype (an fp32 residual stream plus a bf16 branch: --fp32-residual).
+// A bf16 op runs the kernels/*_bf16 twin: bf16 storage, fp32 math, fp32 norm statistics and
+// log-sum-exp; its activation gradients are bf16, its parameter gradients fp32. Weights: norms,
+// biases and embedding tables are the fp32 masters; a matmul takes the weight in its input's dtype
+// (Model::mm_weight).
+//
 // (B*T) tokens -> (B, T, C) = wte[token] + wpe[position]; an undefined wpe means no positions.
 Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tensor& wpe, int64_t B, int64_t T,
-                 const std::string& name);
-// Layernorm over the last dimension. Saves the input, mean and rstd.
-Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name);
+                 const std::string& name, DType out_dtype = DType::F32);
+// Layernorm over the last dimension. Saves the input, mean and rstd (fp32).
+Tensor layernorm(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name,
+                 DType out_dtype = DType::F32);
 // x (..., C) @ w (C, OC) + b (OC): Hugging Face Conv1D layout. Saves the input.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name);
 // x (..., C) @ w^T where w is (OC, C): the tied LM head. Saves the input.
@@ -37,7 +46,7 @@ Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name);
 Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, AttentionKind kind,
                  const std::string& name);
 // RMSNorm over the last dimension (LLaMA). Saves the input and rstd.
-Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps, const std::string& name);
+Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps, const std::string& name, DType out_dtype = DType::F32);
 // silu(gate) * up (LLaMA's SwiGLU MLP). Saves gate and up.
 Tensor swiglu(const Tensor& gate, const Tensor& up, const std::string& name);
 // Rotary position embeddings on q (B, T, NH*HS) and k (B, T, KVH*HS) (Hugging Face's rotate_half
@@ -47,7 +56,7 @@ Tensor rope_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t NH, i
                 const std::string& name);
 // Tanh-form GELU. Saves the input.
 Tensor gelu(const Tensor& x, const std::string& name);
-// a + b. Saves nothing.
+// a + b, in a's dtype (a and b both fp32, both bf16, or a fp32 and b bf16). Saves nothing.
 Tensor add(const Tensor& a, const Tensor& b, const std::string& name);
 // Inverted dropout. Saves nothing: backward regenerates the mask from (seed, offset).
 // p == 0 returns x itself.

@@ -6,7 +6,9 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/flash_attention.h"
+#include "kernels/flash_attention_bf16.h"
 
 namespace remat::autograd {
 namespace {
@@ -47,6 +49,16 @@ struct AttnFlops {
   double flash_backward() const { return 5.0 * product() + 2.0 * pairs + 3.0 * pairs + 2.0 * HS * rows + dropout(2); }
 };
 
+// Scratch floats of each kernel, by dtype (the bf16 kernels stage tiles differently).
+int64_t naive_ws(const Dims& d, bool bf, int threads) {
+  return bf ? kernels::attention_bf16_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads)
+            : kernels::attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads);
+}
+int64_t flash_ws(const Dims& d, bool bf, int threads) {
+  return bf ? kernels::flash_attention_bf16_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads)
+            : kernels::flash_attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads);
+}
+
 struct NaiveAttentionNode : Node {
   struct { Saved qkv, probs; } s;  // probs: (B, NH, T, T), pre-dropout
   Dims d{};
@@ -56,11 +68,15 @@ struct NaiveAttentionNode : Node {
   const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
-    Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, omp_get_max_threads()),
-                          name + ".workspace");
+    const bool bf = dout->is_bf16();
+    Tensor ws = workspace(naive_ws(d, bf, omp_get_max_threads()), name + ".workspace");
     const Tensor qkv = s.qkv.get(), probs = s.probs.get();  // probs may be rebuilt here (selective)
     Tensor& dqkv = g.get(s.qkv.ref);  // created before the kernel, which a dry run skips
-    if (!shape_only())
+    if (shape_only()) return;
+    if (bf)
+      kernels::attention_bf16_backward(dqkv.bspan(), dout->cbspan(), qkv.cbspan(), probs.cbspan(), d.B, d.T, d.NH,
+                                       d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
+    else
       kernels::attention_backward(dqkv.span(), dout->cspan(), qkv.cspan(), probs.cspan(), d.B, d.T, d.NH, d.KVH, d.HS,
                                   p, rng.seed, rng.offset, ws.span());
   }
@@ -75,11 +91,15 @@ struct FlashAttentionNode : Node {
   const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
-    Tensor ws = workspace(kernels::flash_attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, omp_get_max_threads()),
-                          name + ".workspace");
+    const bool bf = dout->is_bf16();
+    Tensor ws = workspace(flash_ws(d, bf, omp_get_max_threads()), name + ".workspace");
     const Tensor qkv = s.qkv.get(), out = s.out.get(), lse = s.lse.get();
     Tensor& dqkv = g.get(s.qkv.ref);
-    if (!shape_only())
+    if (shape_only()) return;
+    if (bf)
+      kernels::flash_attention_bf16_backward(dqkv.bspan(), dout->cbspan(), qkv.cbspan(), out.cbspan(), lse.cspan(), d.B,
+                                             d.T, d.NH, d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
+    else
       kernels::flash_attention_backward(dqkv.span(), dout->cspan(), qkv.cspan(), out.cspan(), lse.cspan(), d.B, d.T,
                                         d.NH, d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
   }
@@ -96,28 +116,40 @@ Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, A
   const Dims d{qkv.dim(0), qkv.dim(1), NH, KVH, qkv.dim(2) / (NH + 2 * KVH)};
   const int64_t HS = d.HS;
   rng.seed += recorder().rng_salt;
-  Tensor out = Tensor::empty({d.B, d.T, d.C()}, Category::Activation, name);
+  const DType dt = qkv.dtype();
+  const bool bf = qkv.is_bf16();
+  Tensor out = Tensor::empty({d.B, d.T, d.C()}, Category::Activation, name, dt);
   const AttnFlops fl(d, p);
   const double flops = fl.forward();
   const int threads = omp_get_max_threads();
   const bool run = !shape_only();
   if (kind == AttentionKind::Naive) {
-    Tensor probs = Tensor::empty({d.B, NH, d.T, d.T}, Category::Activation, name + ".probs");
+    Tensor probs = Tensor::empty({d.B, NH, d.T, d.T}, Category::Activation, name + ".probs", dt);
     {  // the workspace is made in a dry run too: it counts what a real run allocates
-      Tensor ws = workspace(kernels::attention_workspace_floats(d.B, d.T, NH, KVH, HS, threads), name + ".workspace");
-      if (run)
+      Tensor ws = workspace(naive_ws(d, bf, threads), name + ".workspace");
+      if (!run) {
+      } else if (bf) {
+        kernels::attention_bf16_forward(out.bspan(), probs.bspan(), qkv.cbspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
+                                        rng.offset, ws.span());
+      } else {
         kernels::attention_forward(out.span(), probs.span(), qkv.cspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
                                    rng.offset, ws.span());
+      }
     }
     if (!recording()) { count_forward(NaiveAttentionNode::kOp, name, flops); return out; }
     // Selective recomputation (Megatron-LM): the (B, NH, T, T) probabilities are rebuilt from the
     // saved qkv in backward -- QK^T, the causal mask and the softmax, nothing else: they are saved
     // pre-dropout (the backward regenerates the mask from (seed, offset)), and P V is not redone.
-    offer_recipe(probs, {qkv}, [d, name, threads](const Tensors& in) {
-      Tensor pr = Tensor::empty({d.B, d.NH, d.T, d.T}, Category::Recompute, name + ".probs");
-      Tensor ws = workspace(kernels::attention_probs_workspace_floats(d.T, d.HS, threads), name + ".workspace");
-      if (!shape_only())
+    offer_recipe(probs, {qkv}, [d, name, threads, dt, bf](const Tensors& in) {
+      Tensor pr = Tensor::empty({d.B, d.NH, d.T, d.T}, Category::Recompute, name + ".probs", dt);
+      Tensor ws = workspace(bf ? naive_ws(d, bf, threads) : kernels::attention_probs_workspace_floats(d.T, d.HS, threads),
+                            name + ".workspace");
+      if (shape_only()) {
+      } else if (bf) {
+        kernels::attention_bf16_probs_forward(pr.bspan(), in[0].cbspan(), d.B, d.T, d.NH, d.KVH, d.HS, ws.span());
+      } else {
         kernels::attention_probs_forward(pr.span(), in[0].cspan(), d.B, d.T, d.NH, d.KVH, d.HS, ws.span());
+      }
       return pr;
     }, fl.rebuild_probs());
     auto n = std::make_unique<NaiveAttentionNode>();
@@ -135,10 +167,15 @@ Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, A
   }
   Tensor lse = Tensor::empty({d.B, NH, d.T}, Category::Activation, name + ".lse");
   {
-    Tensor ws = workspace(kernels::flash_attention_workspace_floats(d.B, d.T, NH, KVH, HS, threads), name + ".workspace");
-    if (run)
+    Tensor ws = workspace(flash_ws(d, bf, threads), name + ".workspace");
+    if (!run) {
+    } else if (bf) {
+      kernels::flash_attention_bf16_forward(out.bspan(), lse.span(), qkv.cbspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
+                                            rng.offset, ws.span());
+    } else {
       kernels::flash_attention_forward(out.span(), lse.span(), qkv.cspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
                                        rng.offset, ws.span());
+    }
   }
   if (!recording()) { count_forward(FlashAttentionNode::kOp, name, flops); return out; }
   auto n = std::make_unique<FlashAttentionNode>();

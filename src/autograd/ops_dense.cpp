@@ -4,7 +4,9 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "kernels/encoder.h"
+#include "kernels/encoder_bf16.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_bf16.h"
 
 namespace remat::autograd {
 namespace {
@@ -29,7 +31,12 @@ struct LinearNode : Node {
     Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
     Tensor& dw = g.get(w);
     std::span<float> db = b.defined() ? g.get(b).span() : std::span<float>{};
-    if (!shape_only()) kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
+    // bf16: in a dry run too (it counts oneDNN's scratchpad). dw: the master's fp32 gradient, bound
+    // to the bf16 copy's id.
+    if (inp.is_bf16())
+      kernels::matmul_bf16_backward(dinp.bspan(), dw.span(), db, dout->cbspan(), inp.cbspan(), w.cbspan(), N, C, OC, fresh);
+    else if (!shape_only())
+      kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
   }
 };
 
@@ -46,7 +53,10 @@ struct LinearNTNode : Node {
     bool fresh = false;
     Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
     Tensor& dw = g.get(w);
-    if (!shape_only()) kernels::matmul_nt_backward(dinp.span(), dw.span(), dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
+    if (inp.is_bf16())  // in a dry run too: it counts oneDNN's scratchpad
+      kernels::matmul_nt_bf16_backward(dinp.bspan(), dw.span(), dout->cbspan(), inp.cbspan(), w.cbspan(), N, C, OC, fresh);
+    else if (!shape_only())
+      kernels::matmul_nt_backward(dinp.span(), dw.span(), dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
   }
 };
 
@@ -61,8 +71,9 @@ struct EmbeddingNode : Node {
     // forward was: out[b,t] = wte[tok] + wpe[t], so dwte[tok] += dout[b,t], dwpe[t] += dout[b,t]
     Tensor& dwte = g.get(wte);
     const std::span<float> dwpe = wpe.defined() ? g.get(wpe).span() : std::span<float>{};
-    if (!shape_only()) kernels::encoder_backward(dwte.span(), dwpe, dout->cspan(),
-                              tokens.data(), B, T, C);
+    if (shape_only()) return;
+    if (dout->is_bf16()) kernels::encoder_bf16_backward(dwte.span(), dwpe, dout->cbspan(), tokens.data(), B, T, C);
+    else kernels::encoder_backward(dwte.span(), dwpe, dout->cspan(), tokens.data(), B, T, C);
   }
 };
 
@@ -71,9 +82,13 @@ struct EmbeddingNode : Node {
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& name) {
   const int64_t C = x.dim(-1), OC = w.dim(1), N = x.numel() / C;
   REMAT_ASSERT(w.dim(0) == C, "linear: weight must be (in, out)");
-  Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
-  if (!shape_only())
-    kernels::matmul_forward(out.span(), x.cspan(), w.cspan(), b.defined() ? b.cspan() : std::span<const float>{}, N, C, OC);
+  REMAT_ASSERT(w.dtype() == x.dtype(), "linear: the weight's dtype must be the input's (the bf16 copy under bf16)");
+  Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name, x.dtype());
+  const std::span<const float> bias = b.defined() ? b.cspan() : std::span<const float>{};
+  if (x.is_bf16())  // in a dry run too: it counts oneDNN's scratchpad
+    kernels::matmul_bf16_forward(out.bspan(), x.cbspan(), w.cbspan(), bias, N, C, OC);
+  else if (!shape_only())
+    kernels::matmul_forward(out.span(), x.cspan(), w.cspan(), bias, N, C, OC);
   const double flops = 2.0 * N * C * OC;
   if (!recording()) { count_forward(LinearNode::kOp, name, flops); return out; }
   auto n = std::make_unique<LinearNode>();
@@ -92,8 +107,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::stri
 Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
   const int64_t C = x.dim(-1), OC = w.dim(0), N = x.numel() / C;
   REMAT_ASSERT(w.dim(1) == C, "linear_nt: weight must be (out, in)");
-  Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name);
-  if (!shape_only()) kernels::matmul_nt_forward(out.span(), x.cspan(), w.cspan(), N, C, OC);
+  REMAT_ASSERT(w.dtype() == x.dtype(), "linear_nt: the weight's dtype must be the input's (the bf16 copy under bf16)");
+  Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name, x.dtype());
+  if (x.is_bf16())  // in a dry run too: it counts oneDNN's scratchpad
+    kernels::matmul_nt_bf16_forward(out.bspan(), x.cbspan(), w.cbspan(), N, C, OC);
+  else if (!shape_only())
+    kernels::matmul_nt_forward(out.span(), x.cspan(), w.cspan(), N, C, OC);
   const double flops = 2.0 * N * C * OC;
   if (!recording()) { count_forward(LinearNTNode::kOp, name, flops); return out; }
   auto n = std::make_unique<LinearNTNode>();
@@ -109,15 +128,19 @@ Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
 }
 
 Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tensor& wpe, int64_t B, int64_t T,
-                 const std::string& name) {
+                 const std::string& name, DType out_dtype) {
   const int64_t C = wte.dim(1);
   // shape_only() first: a dry run of an absurd --batch/--seq must reach Tensor::empty's overflow
   // check below, not overflow B * T here (UBSan).
   REMAT_ASSERT(shape_only() || int64_t(tokens.size()) == B * T, "embedding: token count must be B*T");
-  Tensor out = Tensor::empty({B, T, C}, Category::Activation, name);
-  if (!shape_only())
-    kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), wpe.defined() ? wpe.cspan() : std::span<const float>{},
-                             B, T, C);
+  Tensor out = Tensor::empty({B, T, C}, Category::Activation, name, out_dtype);
+  const std::span<const float> pos = wpe.defined() ? wpe.cspan() : std::span<const float>{};
+  if (shape_only()) {
+  } else if (out.is_bf16()) {
+    kernels::encoder_bf16_forward(out.bspan(), tokens.data(), wte.cspan(), pos, B, T, C);
+  } else {
+    kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), pos, B, T, C);
+  }
   const double flops = wpe.defined() ? double(B) * T * C : 0.0;  // the position add
   if (!recording()) { count_forward(EmbeddingNode::kOp, name, flops); return out; }
   auto n = std::make_unique<EmbeddingNode>();

@@ -13,17 +13,17 @@ Tensor* GradTable::find_id(uint64_t id) {
   return it == g_.end() ? nullptr : &it->second;
 }
 
-Tensor& GradTable::get(uint64_t id, const Shape& shape, const std::string& name) {
+Tensor& GradTable::get(uint64_t id, const Shape& shape, const std::string& name, DType dtype) {
   auto it = g_.find(id);
   if (it != g_.end()) return it->second;
-  return g_.emplace(id, Tensor::zeros(shape, Category::ActivationGrad, "d" + name)).first->second;
+  return g_.emplace(id, Tensor::zeros(shape, Category::ActivationGrad, "d" + name, dtype)).first->second;
 }
 
 Tensor& GradTable::get_fresh(const Ref& r, bool* fresh) {
   auto it = g_.find(r.id);
   *fresh = it == g_.end();
   if (!*fresh) return it->second;
-  return g_.emplace(r.id, Tensor::empty(r.shape, Category::ActivationGrad, "d" + r.name)).first->second;
+  return g_.emplace(r.id, Tensor::empty(r.shape, Category::ActivationGrad, "d" + r.name, r.dtype)).first->second;
 }
 
 void GradTable::bind(const Tensor& t, Tensor grad) { bind_id(t.id(), std::move(grad)); }
@@ -117,13 +117,19 @@ void verify_same(const Node& n, const char* slot, const Tensor& t, const Tensor&
                 "so check that the op's seed and offset do not depend on call order");
   };
   if (t.shape() != orig.shape()) fail("has shape " + shape_str(t.shape()) + ", the original had " + shape_str(orig.shape()));
+  if (t.dtype() != orig.dtype())
+    fail(std::string("is ") + dtype_name(t.dtype()) + ", the original was " + dtype_name(orig.dtype()));
   if (t.shape_only() || orig.shape_only()) return;  // a dry run: shapes only
-  const float* a = t.data();
-  const float* b = orig.data();
+  auto value = [](const Tensor& x, int64_t i) {
+    return x.is_bf16() ? bf16_to_float(x.data_bf16()[i]) : x.data()[i];
+  };
+  const size_t es = dtype_size(t.dtype());
+  const auto* a = static_cast<const unsigned char*>(t.is_bf16() ? static_cast<const void*>(t.data_bf16()) : t.data());
+  const auto* b = static_cast<const unsigned char*>(orig.is_bf16() ? static_cast<const void*>(orig.data_bf16()) : orig.data());
   for (int64_t i = 0, N = t.numel(); i < N; ++i)
-    if (std::memcmp(a + i, b + i, sizeof(float)) != 0)
-      fail("differs from the original forward at index " + std::to_string(i) + ": " + std::to_string(a[i]) +
-           " vs " + std::to_string(b[i]));
+    if (std::memcmp(a + i * es, b + i * es, es) != 0)
+      fail("differs from the original forward at index " + std::to_string(i) + ": " + std::to_string(value(t, i)) +
+           " vs " + std::to_string(value(orig, i)));
 }
 }  // namespace
 

@@ -26,7 +26,8 @@ struct Ref {
   uint64_t id = 0;
   Shape shape;
   std::string name;
-  static Ref of(const Tensor& t) { return {t.id(), t.shape(), t.name()}; }
+  DType dtype = DType::F32;  // its gradient's dtype
+  static Ref of(const Tensor& t) { return {t.id(), t.shape(), t.name(), t.dtype()}; }
 };
 
 class GradTable {
@@ -34,10 +35,12 @@ class GradTable {
   // Gradient of `t`, or nullptr if nothing has flowed into it (it is zero).
   Tensor* find(const Tensor& t) { return find_id(t.id()); }
   Tensor* find_id(uint64_t id);
-  // Gradient of `t`, created as zeros (ActivationGrad, "d<name>") if absent.
-  Tensor& get(const Tensor& t) { return get(t.id(), t.shape(), t.name()); }
-  Tensor& get(const Ref& r) { return get(r.id, r.shape, r.name); }
-  Tensor& get(uint64_t id, const Shape& shape, const std::string& name);
+  // Gradient of `t`, created as zeros (ActivationGrad, "d<name>", t's dtype) if absent. A bf16
+  // activation's gradient is bf16; a parameter's is bound (fp32) before backward, and so is the
+  // matmul copy's of a bf16 weight (to its master's fp32 gradient).
+  Tensor& get(const Tensor& t) { return get(t.id(), t.shape(), t.name(), t.dtype()); }
+  Tensor& get(const Ref& r) { return get(r.id, r.shape, r.name, r.dtype); }
+  Tensor& get(uint64_t id, const Shape& shape, const std::string& name, DType dtype = DType::F32);
   // Gradient of `r`; if absent, created uninitialised and *fresh is set: the caller must write
   // (not accumulate into) every element.
   Tensor& get_fresh(const Ref& r, bool* fresh);

@@ -48,6 +48,11 @@ void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
     app.add_option("--attention", attention, "Attention kernel: naive (materialises T x T) or flash")
         ->check(CLI::IsMember({"naive", "flash"}))
         ->capture_default_str();
+  app.add_option("--precision", precision, "fp32, or bf16: bf16 activations and matmuls over fp32 master weights, "
+                                            "gradients and optimizer state (Megatron's recipe)")
+      ->capture_default_str();
+  app.add_flag("--fp32-residual", fp32_residual, "With --precision bf16: keep the residual stream and block boundaries "
+                                                 "in fp32 (Megatron's --fp32-residual-connection)");
   app.add_option("--threads", threads, "OpenMP threads, 1 to " + std::to_string(max_threads()) +
                                           " (4x this machine's hardware threads; default: all cores)");
 }
@@ -104,6 +109,17 @@ void ModelFlags::apply(ModelConfig& c) const {
   if (V != kUnset) c.V = V;
   c.dropout = dropout;
   c.attention = attention == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
+  c.precision = parse_precision(precision);
+  c.fp32_residual = fp32_residual;
+}
+
+DType parse_precision(const std::string& text) {
+  if (text == "fp32" || text == "f32" || text == "float32") return DType::F32;
+  if (text == "bf16" || text == "bfloat16") return DType::BF16;
+  if (text == "fp16" || text == "f16" || text == "float16" || text == "half")
+    throw Error("config", "--precision " + text + " is not supported: remat trains in fp32 or bf16",
+                "use --precision bf16 (fp32's exponent range, so no loss scaling is needed)");
+  throw Error("config", "unknown --precision '" + text + "'", "use --precision fp32 or --precision bf16");
 }
 
 ModelConfig ModelFlags::config() const {
@@ -237,11 +253,12 @@ std::string ModelFlags::command_line(int64_t seq) const {
   };
   std::string s = " --preset " + quoted(preset);
   for (const char* flag : {"--arch", "--layers", "--channels", "--heads", "--kv-heads", "--hidden", "--rope-theta",
-                           "--vocab", "--block-size", "--dropout", "--attention"}) {
+                           "--vocab", "--block-size", "--dropout", "--attention", "--precision"}) {
     const CLI::Option* o = app_ ? app_->get_option_no_throw(flag) : nullptr;
     if (o && o->count() > 0 && !o->results().empty() && !(std::string(flag) == "--attention" && attention_auto()))
       s += std::string(" ") + flag + " " + quoted(o->results().back());
   }
+  if (fp32_residual) s += " --fp32-residual";
   return s + " --seq " + std::to_string(seq);
 }
 

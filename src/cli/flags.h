@@ -21,6 +21,8 @@ struct ModelFlags {
   float rope_theta = 10000.0f;  // used only when --rope-theta is given
   float dropout = 0;
   std::string attention = "naive";
+  std::string precision = "fp32";  // --precision fp32 | bf16
+  bool fp32_residual = false;
   int64_t threads = kUnset;  // kUnset: OpenMP's default (all cores)
   CLI::Option* preset_option = nullptr;  // to tell an explicit --preset from the default
   // Set before add_to by the commands that plan (plan, train): --attention also takes `auto`, the
@@ -28,7 +30,7 @@ struct ModelFlags {
   bool allow_auto_attention = false;
   bool attention_auto() const { return attention == "auto"; }
   // Registers --preset, --arch, --layers, --channels, --heads, --kv-heads, --hidden, --rope-theta,
-  // --seq, --vocab, --block-size, --dropout, --attention, --threads on `app`.
+  // --seq, --vocab, --block-size, --dropout, --attention, --precision, --fp32-residual, --threads on `app`.
   void add_to(CLI::App& app, const std::string& default_preset);
   // The config: preset, then explicit flags; --seq sets the block size unless --block-size is given.
   ModelConfig config() const;
@@ -64,6 +66,9 @@ void check_threads(int64_t n, const std::string& flag = "--threads");
 uint64_t parse_seed(const std::string& text, const std::string& flag);
 // Registers `flag` as a seed option that parses with parse_seed into `seed` (its value the default).
 CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);
+
+// --precision's text: fp32 or bf16; fp16 is refused (not supported), as is anything else.
+DType parse_precision(const std::string& text);
 
 // A byte count as typed for --memory-limit and --budget. A number (digits, an optional fraction and
 // an optional exponent: 1.5, 3e9), optional spaces, then an optional unit, case-insensitive:

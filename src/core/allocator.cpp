@@ -50,14 +50,29 @@ Allocator& Allocator::global() {
   return a;
 }
 
-void Allocator::bump_peaks_locked() {
-  for (int i = 0; i < kNumCategories; ++i)
-    if (active_[i] > peak_[i]) peak_[i] = active_[i];
-  if (total_ > total_peak_) total_peak_ = total_;
-  if (act_ > act_peak_) act_peak_ = act_;
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::F32: return "f32";
+    case DType::BF16: return "bf16";
+    case DType::kCount: break;
+  }
+  return "?";
 }
 
-void Allocator::account(size_t bytes, Category cat, const std::string& name) {
+void Allocator::bump_peaks_locked() {
+  for (int i = 0; i < kNumCategories; ++i) {
+    if (active_[i] > peak_[i]) peak_[i] = active_[i];
+    for (int d = 0; d < kNumDTypes; ++d)
+      if (active_dt_[i][d] > peak_dt_[i][d]) peak_dt_[i][d] = active_dt_[i][d];
+  }
+  if (total_ > total_peak_) total_peak_ = total_;
+  if (act_ > act_peak_) {
+    act_peak_ = act_;
+    act_peak_dt_ = act_dt_;
+  }
+}
+
+void Allocator::account(size_t bytes, Category cat, const std::string& name, DType dt) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (limit_ != 0 && total_ + bytes > limit_) {
@@ -69,14 +84,19 @@ void Allocator::account(size_t bytes, Category cat, const std::string& name) {
                   "raise --memory-limit, or use a checkpoint strategy (--recompute block) or a smaller --micro-batch");
     }
     active_[int(cat)] += bytes;
+    active_dt_[int(cat)][int(dt)] += bytes;
     total_ += bytes;
     ++allocations_;
     allocated_bytes_ += bytes;
     if (limit_ != 0 && total_ + cached_ > limit_) drop_cache_locked();  // keep live + cached within it
-    if (is_activation(cat)) act_ += bytes;
+    if (is_activation(cat)) {
+      act_ += bytes;
+      act_dt_[int(dt)] += bytes;
+    }
     auto& ns = names_[name];
     ns.active += bytes;
     ns.category = cat;
+    ns.dtype = dt;
     if (ns.active > ns.peak) ns.peak = ns.active;
     if (is_activation(cat)) {
       ns.act_active += bytes;
@@ -86,8 +106,8 @@ void Allocator::account(size_t bytes, Category cat, const std::string& name) {
   }
 }
 
-void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
-  account(bytes, cat, name);
+void* Allocator::allocate(size_t bytes, Category cat, const std::string& name, DType dt) {
+  account(bytes, cat, name, dt);
   const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -102,7 +122,7 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
   }
   void* p = std::aligned_alloc(64, rounded);
   if (!p) {
-    release(nullptr, bytes, cat, name);
+    release(nullptr, bytes, cat, name, dt);
     throw Error("memory", "the system refused " + format_bytes(bytes) + " for '" + name + "'",
                 "use a smaller model, --micro-batch or a checkpoint strategy");
   }
@@ -113,7 +133,7 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name) {
   return p;
 }
 
-void Allocator::release(void* p, size_t bytes, Category cat, const std::string& name) {
+void Allocator::release(void* p, size_t bytes, Category cat, const std::string& name, DType dt) {
   if (p) {
     std::lock_guard<std::mutex> lk(mu_);
     const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
@@ -126,15 +146,19 @@ void Allocator::release(void* p, size_t bytes, Category cat, const std::string& 
       std::free(p);
     }
   }
-  unaccount(bytes, cat, name);
+  unaccount(bytes, cat, name, dt);
 }
 
-void Allocator::unaccount(size_t bytes, Category cat, const std::string& name) {
+void Allocator::unaccount(size_t bytes, Category cat, const std::string& name, DType dt) {
   std::lock_guard<std::mutex> lk(mu_);
-  REMAT_ASSERT(active_[int(cat)] >= bytes, "allocator: release of more bytes than live in category");
+  REMAT_ASSERT(active_dt_[int(cat)][int(dt)] >= bytes, "allocator: release of more bytes than live in category");
   active_[int(cat)] -= bytes;
+  active_dt_[int(cat)][int(dt)] -= bytes;
   total_ -= bytes;
-  if (is_activation(cat)) act_ -= bytes;
+  if (is_activation(cat)) {
+    act_ -= bytes;
+    act_dt_[int(dt)] -= bytes;
+  }
   auto it = names_.find(name);
   if (it != names_.end()) {
     it->second.active -= bytes;
@@ -142,14 +166,22 @@ void Allocator::unaccount(size_t bytes, Category cat, const std::string& name) {
   }
 }
 
-void Allocator::retag(size_t bytes, Category from, Category to, const std::string& name) {
+void Allocator::retag(size_t bytes, Category from, Category to, const std::string& name, DType dt) {
   if (from == to) return;
   std::lock_guard<std::mutex> lk(mu_);
-  REMAT_ASSERT(active_[int(from)] >= bytes, "allocator: retag of more bytes than live in category");
+  REMAT_ASSERT(active_dt_[int(from)][int(dt)] >= bytes, "allocator: retag of more bytes than live in category");
   active_[int(from)] -= bytes;
   active_[int(to)] += bytes;
-  if (is_activation(from)) act_ -= bytes;
-  if (is_activation(to)) act_ += bytes;
+  active_dt_[int(from)][int(dt)] -= bytes;
+  active_dt_[int(to)][int(dt)] += bytes;
+  if (is_activation(from)) {
+    act_ -= bytes;
+    act_dt_[int(dt)] -= bytes;
+  }
+  if (is_activation(to)) {
+    act_ += bytes;
+    act_dt_[int(dt)] += bytes;
+  }
   NameStats& ns = names_[name];
   ns.category = to;
   if (is_activation(from)) ns.act_active -= bytes;
@@ -166,6 +198,9 @@ size_t Allocator::active_total() const { std::lock_guard<std::mutex> lk(mu_); re
 size_t Allocator::peak_total() const { std::lock_guard<std::mutex> lk(mu_); return total_peak_; }
 size_t Allocator::active_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_; }
 size_t Allocator::peak_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_peak_; }
+size_t Allocator::active(Category c, DType d) const { std::lock_guard<std::mutex> lk(mu_); return active_dt_[int(c)][int(d)]; }
+size_t Allocator::peak(Category c, DType d) const { std::lock_guard<std::mutex> lk(mu_); return peak_dt_[int(c)][int(d)]; }
+size_t Allocator::peak_activation(DType d) const { std::lock_guard<std::mutex> lk(mu_); return act_peak_dt_[int(d)]; }
 uint64_t Allocator::allocations() const { std::lock_guard<std::mutex> lk(mu_); return allocations_; }
 uint64_t Allocator::allocated_bytes() const { std::lock_guard<std::mutex> lk(mu_); return allocated_bytes_; }
 size_t Allocator::cached() const { std::lock_guard<std::mutex> lk(mu_); return cached_; }
@@ -214,8 +249,10 @@ void Allocator::set_limit(size_t bytes) { std::lock_guard<std::mutex> lk(mu_); l
 void Allocator::reset_peak() {
   std::lock_guard<std::mutex> lk(mu_);
   peak_ = active_;
+  peak_dt_ = active_dt_;
   total_peak_ = total_;
   act_peak_ = act_;
+  act_peak_dt_ = act_dt_;
   for (auto& [n, s] : names_) {
     s.peak = s.active;
     s.act_peak = s.act_active;
@@ -224,7 +261,7 @@ void Allocator::reset_peak() {
 
 std::map<std::string, NameStats> Allocator::by_name() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return names_;
+  return {names_.begin(), names_.end()};
 }
 
 std::string Allocator::live_summary() const {

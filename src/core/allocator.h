@@ -11,7 +11,10 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "core/dtype.h"
 
 namespace remat {
 
@@ -40,6 +43,7 @@ struct NameStats {
   size_t active = 0, peak = 0;          // all bytes under this name
   size_t act_active = 0, act_peak = 0;  // ... while in an activation category
   Category category = Category::Activation;
+  DType dtype = DType::F32;
 };
 
 class Allocator {
@@ -49,14 +53,15 @@ class Allocator {
 
   // 64-byte aligned, zero bytes allowed. Throws remat::Error when the limit would be exceeded,
   // naming the tensor, its size and what was live.
-  void* allocate(size_t bytes, Category cat, const std::string& name);
-  void release(void* p, size_t bytes, Category cat, const std::string& name);
+  // `dt` is the element type the bytes hold: live and peak bytes are also kept per dtype.
+  void* allocate(size_t bytes, Category cat, const std::string& name, DType dt = DType::F32);
+  void release(void* p, size_t bytes, Category cat, const std::string& name, DType dt = DType::F32);
   // The bookkeeping of allocate/release without the memory: counts, peaks, names and the limit.
   // A dry run (DryRunAccount in core/tensor.h) measures with these what a real run would allocate.
-  void account(size_t bytes, Category cat, const std::string& name);
-  void unaccount(size_t bytes, Category cat, const std::string& name);
+  void account(size_t bytes, Category cat, const std::string& name, DType dt = DType::F32);
+  void unaccount(size_t bytes, Category cat, const std::string& name, DType dt = DType::F32);
   // Moves `bytes` from one category to another (a tensor becoming saved, or a checkpoint).
-  void retag(size_t bytes, Category from, Category to, const std::string& name);
+  void retag(size_t bytes, Category from, Category to, const std::string& name, DType dt = DType::F32);
 
   size_t active(Category c) const;
   size_t peak(Category c) const;
@@ -64,6 +69,11 @@ class Allocator {
   size_t peak_total() const;
   size_t active_activation() const;  // SavedActivation + Checkpoint + Recompute, now
   size_t peak_activation() const;    // ... its high-water mark since the last reset_peak()
+  // Per dtype: live bytes of a category, its own high-water mark, and the dtype split of the
+  // activation bytes at the moment of peak_activation() (the split sums to it).
+  size_t active(Category c, DType d) const;
+  size_t peak(Category c, DType d) const;
+  size_t peak_activation(DType d) const;
   // Every allocation (or account()) since construction: how many, and their bytes summed.
   uint64_t allocations() const;
   uint64_t allocated_bytes() const;
@@ -94,8 +104,12 @@ class Allocator {
   void drop_cache_locked();
   mutable std::mutex mu_;
   std::array<size_t, kNumCategories> active_{}, peak_{};
+  std::array<std::array<size_t, kNumDTypes>, kNumCategories> active_dt_{}, peak_dt_{};
+  std::array<size_t, kNumDTypes> act_dt_{}, act_peak_dt_{};
   size_t total_ = 0, total_peak_ = 0, act_ = 0, act_peak_ = 0, limit_ = 0;
-  std::map<std::string, NameStats> names_;
+  // Hashed, not ordered: every allocation looks its name up (a dry run of a 1000-block chain makes
+  // millions); by_name() sorts a copy.
+  std::unordered_map<std::string, NameStats> names_;
   std::map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
   size_t cached_ = 0, cache_limit_ = size_t(2) << 30;
   size_t handed_out_ = 0;  // rounded bytes of the live blocks

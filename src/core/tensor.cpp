@@ -38,43 +38,49 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
-Storage::Storage(size_t numel, Category cat, std::string name)
-    : numel_(numel), cat_(cat), name_(std::move(name)), id_(next_id.fetch_add(1)), shape_only_(t_shape_only) {
+Storage::Storage(size_t numel, Category cat, std::string name, DType dtype)
+    : numel_(numel), cat_(cat), name_(std::move(name)), id_(next_id.fetch_add(1)), dtype_(dtype),
+      shape_only_(t_shape_only) {
   if (!shape_only_) {
-    data_ = static_cast<float*>(Allocator::global().allocate(bytes(), cat_, name_));
+    data_ = Allocator::global().allocate(bytes(), cat_, name_, dtype_);
   } else if (t_dry) {
-    t_dry->account(bytes(), cat_, name_);
+    t_dry->account(bytes(), cat_, name_, dtype_);
     dry_ = t_dry;
   }
 }
 
 Storage::~Storage() {
-  if (!shape_only_) Allocator::global().release(data_, bytes(), cat_, name_);
-  else if (dry_) dry_->unaccount(bytes(), cat_, name_);
+  if (!shape_only_) Allocator::global().release(data_, bytes(), cat_, name_, dtype_);
+  else if (dry_) dry_->unaccount(bytes(), cat_, name_, dtype_);
 }
 
 void Storage::retag(Category to) {
-  if (!shape_only_) Allocator::global().retag(bytes(), cat_, to, name_);
-  else if (dry_) dry_->retag(bytes(), cat_, to, name_);
+  if (!shape_only_) Allocator::global().retag(bytes(), cat_, to, name_, dtype_);
+  else if (dry_) dry_->retag(bytes(), cat_, to, name_, dtype_);
   cat_ = to;
 }
 
-Tensor Tensor::empty(Shape shape, Category cat, std::string name) {
+void Storage::wrong_dtype(DType want) const {
+  throw Error("tensor", "'" + name_ + "' holds " + dtype_name(dtype_) + " but was read as " + dtype_name(want),
+              "this is a bug in remat: please report it with the command that ran");
+}
+
+Tensor Tensor::empty(Shape shape, Category cat, std::string name, DType dtype) {
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(size_t(shape_numel(shape)), cat, std::move(name));
+  t.storage_ = std::make_shared<Storage>(size_t(shape_numel(shape)), cat, std::move(name), dtype);
   t.shape_ = std::move(shape);
   return t;
 }
 
-Tensor Tensor::zeros(Shape shape, Category cat, std::string name) {
-  Tensor t = empty(std::move(shape), cat, std::move(name));
-  if (!t.shape_only()) std::memset(t.data(), 0, t.bytes());
+Tensor Tensor::zeros(Shape shape, Category cat, std::string name, DType dtype) {
+  Tensor t = empty(std::move(shape), cat, std::move(name), dtype);
+  if (!t.shape_only()) std::memset(t.storage_->raw(), 0, t.bytes());  // +0.0 in both dtypes
   return t;
 }
 
 Tensor Tensor::clone(Category cat, std::string name) const {
-  Tensor t = empty(shape_, cat, std::move(name));
-  if (!t.shape_only() && !shape_only()) std::memcpy(t.data(), data(), bytes());
+  Tensor t = empty(shape_, cat, std::move(name), dtype());
+  if (!t.shape_only() && !shape_only()) std::memcpy(t.storage_->raw(), storage_->raw(), bytes());
   return t;
 }
 
@@ -87,6 +93,12 @@ Tensor Tensor::reshaped(Shape shape) const {
 
 void Tensor::fill(float v) {
   if (shape_only()) return;
+  if (is_bf16()) {
+    const bf16 h = float_to_bf16(v);
+    bf16* p = data_bf16();
+    for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = h;
+    return;
+  }
   float* p = data();
   for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = v;
 }

@@ -1,4 +1,5 @@
-// fp32 Tensor: a shape and refcounted storage from the accounting allocator. No views, no strides:
+// Tensor: a shape, a dtype (core/dtype.h: fp32 by default, bf16 for activations and the matmul copy of
+// the weights under --precision bf16) and refcounted storage from the accounting allocator. No views, no strides:
 // kernels take contiguous spans, and one storage is one named, categorised allocation, so every
 // byte the engine holds can be attributed. Copying a Tensor shares the storage.
 //
@@ -54,15 +55,22 @@ Allocator& accountant();
 
 class Storage {
  public:
-  Storage(size_t numel, Category cat, std::string name);
+  Storage(size_t numel, Category cat, std::string name, DType dtype = DType::F32);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  float* data() { return data_; }
-  const float* data() const { return data_; }
+  // Typed access; asking for the wrong dtype throws remat::Error (a kernel of one precision handed a
+  // tensor of the other is a bug to name, not memory to misread).
+  float* data() { check(DType::F32); return static_cast<float*>(data_); }
+  const float* data() const { check(DType::F32); return static_cast<const float*>(data_); }
+  bf16* data_bf16() { check(DType::BF16); return static_cast<bf16*>(data_); }
+  const bf16* data_bf16() const { check(DType::BF16); return static_cast<const bf16*>(data_); }
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  DType dtype() const { return dtype_; }
   size_t numel() const { return numel_; }
-  size_t bytes() const { return numel_ * sizeof(float); }
+  size_t bytes() const { return numel_ * dtype_size(dtype_); }
   Category category() const { return cat_; }
   const std::string& name() const { return name_; }
   uint64_t id() const { return id_; }
@@ -70,12 +78,17 @@ class Storage {
   void retag(Category to);
 
  private:
-  float* data_ = nullptr;
+  void check(DType want) const {
+    if (dtype_ != want) [[unlikely]] wrong_dtype(want);
+  }
+  [[noreturn]] void wrong_dtype(DType want) const;
+  void* data_ = nullptr;
   Allocator* dry_ = nullptr;  // counts this shape-only storage (a DryRunAccount's), if any
   size_t numel_ = 0;
   Category cat_;
   std::string name_;
   uint64_t id_;
+  DType dtype_ = DType::F32;
   bool shape_only_ = false;
 };
 
@@ -83,8 +96,8 @@ class Tensor {
  public:
   Tensor() = default;
   // Uninitialised storage.
-  static Tensor empty(Shape shape, Category cat, std::string name);
-  static Tensor zeros(Shape shape, Category cat, std::string name);
+  static Tensor empty(Shape shape, Category cat, std::string name, DType dtype = DType::F32);
+  static Tensor zeros(Shape shape, Category cat, std::string name, DType dtype = DType::F32);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -96,16 +109,24 @@ class Tensor {
   std::span<float> span() { return {storage_->data(), storage_->numel()}; }
   std::span<const float> span() const { return {storage_->data(), storage_->numel()}; }
   std::span<const float> cspan() const { return span(); }
+  DType dtype() const { return storage_ ? storage_->dtype() : DType::F32; }
+  bool is_bf16() const { return dtype() == DType::BF16; }
+  bf16* data_bf16() { return storage_->data_bf16(); }
+  const bf16* data_bf16() const { return storage_->data_bf16(); }
+  std::span<bf16> bspan() { return {storage_->data_bf16(), storage_->numel()}; }
+  std::span<const bf16> bspan() const { return {storage_->data_bf16(), storage_->numel()}; }
+  std::span<const bf16> cbspan() const { return bspan(); }
   const std::string& name() const { return storage_->name(); }
   Category category() const { return storage_->category(); }
   // Identity of the underlying storage: the key of gradients on the tape.
   uint64_t id() const { return storage_ ? storage_->id() : 0; }
   // Moves this tensor's bytes to another category in the accountant.
   void retag(Category to) { storage_->retag(to); }
-  // A fresh copy (new storage) with the given category and name.
+  // A fresh copy (new storage, same dtype) with the given category and name.
   Tensor clone(Category cat, std::string name) const;
   // Same storage, new shape with the same number of elements.
   Tensor reshaped(Shape shape) const;
+  // Every element = v (rounded to bf16 in a bf16 tensor).
   void fill(float v);
   long use_count() const { return storage_.use_count(); }
   // A shape-only tensor (made under ShapeOnlyScope): data() is null.

@@ -13,31 +13,19 @@
 // or the environment variable REMAT_BF16_ISA=portable|avx512_bf16 (read once, at first use).
 // Implemented in convert_bf16.cpp.
 #pragma once
-#include <bit>
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.h"
+
 namespace remat::kernels {
 
-struct bf16 {
-  uint16_t bits;
-};
-static_assert(sizeof(bf16) == 2, "bf16 is two bytes");
-
-// Exact widening.
-inline float bf16_to_float(bf16 h) { return std::bit_cast<float>(uint32_t(h.bits) << 16); }
-
-// Round-to-nearest-even narrowing; NaN stays NaN (quietened).
-inline bf16 float_to_bf16(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return bf16{uint16_t((u >> 16) | 0x40u)};
-  // Adding 0x7FFF plus the kept LSB rounds half to even; a carry out of the mantissa bumps the
-  // exponent, which is the correct result (up to +inf for the largest finite floats).
-  return bf16{uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16)};
-}
-
-// The value f would have after a round trip through bf16: what a bf16 tensor stores for f.
-inline float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+// The scalar type and its exact conversions are core/dtype.h's (a Tensor's dtype); the kernels name
+// them unqualified.
+using ::remat::bf16;
+using ::remat::bf16_to_float;
+using ::remat::float_to_bf16;
+using ::remat::round_bf16;
 
 enum class Bf16Isa : uint8_t { Portable, Avx512Bf16 };
 const char* bf16_isa_name(Bf16Isa isa);  // "portable", "avx512_bf16"

@@ -9,6 +9,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace remat::kernels {
 
@@ -90,6 +91,7 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64
   REMAT_ASSERT(M >= 0 && N >= 0 && K >= 0, "gemm_bf16: negative dimension");
   if (M == 0 || N == 0) return;
   REMAT_ASSERT(ldc >= N, "gemm_bf16: leading dimension too small");
+  if (K == 0 && shape_only()) return;
   if (K == 0) {
     // Nothing to multiply: C = bias + beta * C, as the primitive would give (never handed to oneDNN).
     for (int64_t i = 0; i < M; ++i)
@@ -111,6 +113,17 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64
   REMAT_ASSERT(lda >= (ta ? M : K) && ldb >= (tb ? K : N), "gemm_bf16: leading dimension too small");
   const Key k = make_key(ta, tb, M, N, K, lda, ldb, ldc, beta, c_bf16, bias != nullptr);
   const Entry& e = lookup(k);
+  static const std::string kScratchName = "gemm_bf16.scratchpad";
+  if (shape_only()) {
+    // A dry run (core/tensor.h): no product, but the scratchpad the real call would take, counted
+    // for the length of the call, so that a dry run's peaks and allocation count equal the real run's.
+    if (e.scratch_bytes) {
+      Allocator& a = accountant();
+      a.account(e.scratch_bytes, Category::Workspace, kScratchName);
+      a.unaccount(e.scratch_bytes, Category::Workspace, kScratchName);
+    }
+    return;
+  }
   const Descs d = descs(k);
   dnnl::engine& eng = engine();
   // oneDNN's memory objects only wrap our pointers (it never writes A, B or the bias).
@@ -118,7 +131,6 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(d.bias, eng, const_cast<float*>(bias)));
   Allocator& alloc = Allocator::global();
-  static const std::string kScratchName = "gemm_bf16.scratchpad";
   void* scratch = e.scratch_bytes ? alloc.allocate(e.scratch_bytes, Category::Workspace, kScratchName) : nullptr;
   if (scratch)
     args.emplace(DNNL_ARG_SCRATCHPAD,

@@ -10,7 +10,8 @@
 // Primitives are created once per (shape, transposes, leading dimensions, C dtype, beta, bias,
 // OpenMP thread count, inside-a-parallel-region) and cached for the life of the process (a training
 // run uses a handful of shapes). oneDNN's scratchpad comes from the accounting allocator (Workspace,
-// "gemm_bf16.scratchpad") for the length of each call.
+// "gemm_bf16.scratchpad") for the length of each call. Under a ShapeOnlyScope (a dry run, core/tensor.h)
+// the call multiplies nothing and touches no operand: it only counts that scratchpad in accountant().
 //
 // Threading as sgemm: from serial code the primitive uses all OpenMP threads; from inside a parallel
 // region it runs on the calling thread. Determinism: bit-identical run to run for fixed shapes and

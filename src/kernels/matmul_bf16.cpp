@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "kernels/gemm_bf16.h"
 
 namespace remat::kernels {
@@ -35,7 +36,7 @@ void matmul_bf16_backward(std::span<bf16> dinp, std::span<float> dweight, std::s
   // ... and dW += inp^T @ dout, in fp32
   gemm_bf16(true, false, C, OC, N, inp.data(), C, dout.data(), OC, 1.0f, dweight.data(), OC);
   // ... and db += sum over rows of dout, in fp32: column blocks, each summed over rows in order.
-  if (!dbias.empty()) {
+  if (!dbias.empty() && !shape_only()) {
     REMAT_ASSERT(int64_t(dbias.size()) >= OC, "matmul_bf16_backward: dbias too small");
     const int64_t nblocks = (OC + kBiasBlock - 1) / kBiasBlock;
 #pragma omp parallel for schedule(static)

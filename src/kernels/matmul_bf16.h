@@ -3,6 +3,8 @@
 // Parameter gradients are fp32 and ADDED (+=) in fp32, so they accumulate across micro-batches
 // without bf16 rounding. Activation gradients are bf16: dinp += ... reads the bf16 dinp, adds in
 // fp32 and rounds once (or, with dinp_overwrite, is written without being read).
+// Under a ShapeOnlyScope (a dry run) they touch no data and only count oneDNN's scratchpad, call by
+// call, as a real run allocates it (gemm_bf16.h): the ops call them in dry runs too.
 #pragma once
 #include <cstdint>
 #include <span>

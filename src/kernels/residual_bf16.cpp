@@ -56,4 +56,21 @@ void add_inplace_mixed(std::span<float> dst, std::span<const bf16> src, int64_t 
   residual_mixed_forward(dst, dst, src, N);
 }
 
+void residual_mixed_backward(std::span<float> da, std::span<bf16> db, std::span<const float> dout, int64_t N) {
+  REMAT_ASSERT(int64_t(da.size()) >= N && int64_t(db.size()) >= N && int64_t(dout.size()) >= N,
+               "residual_mixed_backward: span too small");
+  float* ga = da.data();
+  bf16* gb = db.data();
+  const float* d = dout.data();
+  // forward was: out = a + b, so da += dout (fp32) and db += dout (in fp32, rounded once)
+  vec_bf16::for_chunks(N, [&](int64_t i0, int64_t len) {
+    float t[kChunk];
+    for (int64_t i = 0; i < len; ++i) {
+      ga[i0 + i] += d[i0 + i];
+      t[i] = bf16_to_float(gb[i0 + i]) + d[i0 + i];
+    }
+    to_bf16(gb + i0, t, len);
+  });
+}
+
 }  // namespace remat::kernels

@@ -23,4 +23,10 @@ void assign_bf16(std::span<bf16> dst, std::span<const bf16> src, int64_t N);
 void residual_mixed_forward(std::span<float> out, std::span<const float> a, std::span<const bf16> b, int64_t N);
 void add_inplace_mixed(std::span<float> dst, std::span<const bf16> src, int64_t N);
 
+// Backward of residual_mixed_forward, whose dout is fp32 (the stream's gradient): da[i] += dout[i] in
+// fp32 (exact as residual_backward's), db[i] += dout[i] (bf16: read, added in fp32, rounded once).
+// The first gradient into fresh buffers needs no add: assign(da, dout) (residual.h) and
+// to_bf16_parallel(db, dout) (bf16.h).
+void residual_mixed_backward(std::span<float> da, std::span<bf16> db, std::span<const float> dout, int64_t N);
+
 }  // namespace remat::kernels

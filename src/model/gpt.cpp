@@ -10,22 +10,22 @@ namespace remat {
 GPT::GPT(const ModelConfig& cfg) : Model(cfg) {
   cfg_.validate();
   const int64_t C = cfg.C, H = cfg.mlp_hidden();
-  wte_ = add_param("wte.weight", {cfg.V, C});
+  wte_ = add_param("wte.weight", {cfg.V, C}, /*matmul=*/true);  // the tied LM head
   wpe_ = add_param("wpe.weight", {cfg.T, C});
   for (int64_t i = 0; i < cfg.L; ++i) {
     const std::string p = layer_prefix(int(i));
     BlockParams b{};
     b.ln1w = add_param(p + "ln_1.weight", {C});
     b.ln1b = add_param(p + "ln_1.bias", {C});
-    b.attnw = add_param(p + "attn.c_attn.weight", {C, 3 * C});
+    b.attnw = add_param(p + "attn.c_attn.weight", {C, 3 * C}, true);
     b.attnb = add_param(p + "attn.c_attn.bias", {3 * C});
-    b.projw = add_param(p + "attn.c_proj.weight", {C, C});
+    b.projw = add_param(p + "attn.c_proj.weight", {C, C}, true);
     b.projb = add_param(p + "attn.c_proj.bias", {C});
     b.ln2w = add_param(p + "ln_2.weight", {C});
     b.ln2b = add_param(p + "ln_2.bias", {C});
-    b.fcw = add_param(p + "mlp.c_fc.weight", {C, H});
+    b.fcw = add_param(p + "mlp.c_fc.weight", {C, H}, true);
     b.fcb = add_param(p + "mlp.c_fc.bias", {H});
-    b.mprojw = add_param(p + "mlp.c_proj.weight", {H, C});
+    b.mprojw = add_param(p + "mlp.c_proj.weight", {H, C}, true);
     b.mprojb = add_param(p + "mlp.c_proj.bias", {C});
     blocks_.push_back(b);
   }
@@ -34,7 +34,7 @@ GPT::GPT(const ModelConfig& cfg) : Model(cfg) {
   init(0);
 }
 
-void GPT::init(uint64_t seed) {
+void GPT::init_weights(uint64_t seed) {
   std::mt19937_64 gen(seed);
   const float proj_std = 0.02f / std::sqrt(2.0f * float(cfg_.L));
   auto set = [&](size_t k, float v) { params_[k].value.fill(v); };
@@ -70,7 +70,7 @@ Tensor GPT::embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const S
   if (T > cfg_.T)
     throw Error("model", "sequence length " + std::to_string(T) + " exceeds the block size " + std::to_string(cfg_.T),
                 "use --seq <= " + std::to_string(cfg_.T));
-  Tensor x = autograd::embedding(tokens, weight(wte_), weight(wpe_), B, T, "emb");
+  Tensor x = autograd::embedding(tokens, weight(wte_), weight(wpe_), B, T, "emb", cfg_.residual_dtype());
   return autograd::dropout(x, rng.train ? cfg_.dropout : 0.0f, rng.site(0), "emb.drop");
 }
 
@@ -81,23 +81,24 @@ Tensor GPT::block(int i, const Tensor& x, const StepRng& rng) const {
   const float pd = rng.train ? cfg_.dropout : 0.0f;
   const uint64_t site = 1 + 3 * uint64_t(i);
   const int64_t NH = cfg_.NH;
-  Tensor h = ag::layernorm(x, weight(w.ln1w), weight(w.ln1b), p + "ln_1");                   // (B, T, C)
-  Tensor qkv = ag::linear(h, weight(w.attnw), weight(w.attnb), p + "attn.c_attn");           // (B, T, 3C)
+  const DType dt = cfg_.precision;  // the block's internals; x and the residual stream: residual_dtype()
+  Tensor h = ag::layernorm(x, weight(w.ln1w), weight(w.ln1b), p + "ln_1", dt);               // (B, T, C)
+  Tensor qkv = ag::linear(h, mm_weight(w.attnw), weight(w.attnb), p + "attn.c_attn");        // (B, T, 3C)
   Tensor a = ag::attention(qkv, NH, NH, pd, rng.site(site), cfg_.attention, p + "attn");     // (B, T, C)
-  Tensor o = ag::linear(a, weight(w.projw), weight(w.projb), p + "attn.c_proj");             // (B, T, C)
+  Tensor o = ag::linear(a, mm_weight(w.projw), weight(w.projb), p + "attn.c_proj");          // (B, T, C)
   o = ag::dropout(o, pd, rng.site(site + 1), p + "attn.drop");
   Tensor r = ag::add(x, o, p + "res_1");                                                     // (B, T, C)
-  h = ag::layernorm(r, weight(w.ln2w), weight(w.ln2b), p + "ln_2");                          // (B, T, C)
-  h = ag::linear(h, weight(w.fcw), weight(w.fcb), p + "mlp.c_fc");                           // (B, T, 4C)
+  h = ag::layernorm(r, weight(w.ln2w), weight(w.ln2b), p + "ln_2", dt);                      // (B, T, C)
+  h = ag::linear(h, mm_weight(w.fcw), weight(w.fcb), p + "mlp.c_fc");                        // (B, T, 4C)
   h = ag::gelu(h, p + "mlp.gelu");                                                           // (B, T, 4C)
-  h = ag::linear(h, weight(w.mprojw), weight(w.mprojb), p + "mlp.c_proj");                   // (B, T, C)
+  h = ag::linear(h, mm_weight(w.mprojw), weight(w.mprojb), p + "mlp.c_proj");                // (B, T, C)
   h = ag::dropout(h, pd, rng.site(site + 2), p + "mlp.drop");
   return ag::add(r, h, p + "res_2");                                                         // (B, T, C)
 }
 
 Tensor GPT::logits(const Tensor& xL) const {
-  Tensor h = autograd::layernorm(xL, weight(lnfw_), weight(lnfb_), "ln_f");
-  return autograd::linear_nt(h, weight(wte_), "lm_head");  // (B, T, V)
+  Tensor h = autograd::layernorm(xL, weight(lnfw_), weight(lnfb_), "ln_f", cfg_.precision);
+  return autograd::linear_nt(h, mm_weight(wte_), "lm_head");  // (B, T, V)
 }
 
 }  // namespace remat

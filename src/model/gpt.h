@@ -11,7 +11,7 @@ class GPT : public Model {
   explicit GPT(const ModelConfig& cfg);
 
   // GPT-2 init: N(0, 0.02) weights, residual projections N(0, 0.02/sqrt(2L)), zero biases, unit LN.
-  void init(uint64_t seed) override;
+  void init_weights(uint64_t seed) override;
   // x0 = dropout(wte[tokens] + wpe[pos]): (B, T, C).
   Tensor embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const StepRng& rng) const override;
   // Block i: x + attn(ln_1(x)), then + mlp(ln_2(.)).

@@ -14,7 +14,7 @@ class Llama : public Model {
   explicit Llama(const ModelConfig& cfg);
 
   // N(0, 0.02) for every matrix (Hugging Face's initializer_range), ones for the norms.
-  void init(uint64_t seed) override;
+  void init_weights(uint64_t seed) override;
   Tensor embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const StepRng& rng) const override;
   // x + o_proj(attn(rope(q, k), v)) of input_layernorm(x), then + down(silu(gate) * up) of
   // post_attention_layernorm(.).

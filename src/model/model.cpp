@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/bf16.h"
 #include "kernels/philox.h"
 #include "model/gpt.h"
 #include "model/llama.h"
@@ -61,6 +62,11 @@ void ModelConfig::validate() const {
     throw Error("config", "--dropout must be in [0, 1), got " + std::to_string(dropout), "use e.g. --dropout 0.1");
   if (!(rope_theta > 0.0f)) throw Error("config", "--rope-theta must be positive", "LLaMA uses 10000");
   if (!(norm_eps > 0.0f)) throw Error("config", "the norm epsilon must be positive", "LLaMA uses 1e-5 or 1e-6");
+  if (precision != DType::F32 && precision != DType::BF16)
+    throw Error("config", "unknown precision", "use --precision fp32 or --precision bf16");
+  if (fp32_residual && precision != DType::BF16)
+    throw Error("config", "--fp32-residual keeps the residual stream fp32 under --precision bf16, and fp32 runs have it already",
+                "add --precision bf16, or drop --fp32-residual");
 }
 
 std::string ModelConfig::describe() const {
@@ -68,7 +74,9 @@ std::string ModelConfig::describe() const {
                   " NH=" + std::to_string(NH);
   if (arch == Arch::Llama)
     s += " KVH=" + std::to_string(kv_heads()) + " H=" + std::to_string(mlp_hidden());
-  return s + " T=" + std::to_string(T) + " V=" + std::to_string(V);
+  s += " T=" + std::to_string(T) + " V=" + std::to_string(V);
+  if (precision == DType::BF16) s += fp32_residual ? " bf16 (fp32 residual)" : " bf16";
+  return s;
 }
 
 namespace {
@@ -129,10 +137,18 @@ StepRng step_rng(uint64_t seed, uint64_t step, uint64_t micro) {
   return {(uint64_t(r.v[0]) << 32) | r.v[1]};
 }
 
-size_t Model::add_param(const std::string& name, Shape shape) {
+size_t Model::add_param(const std::string& name, Shape shape, bool matmul) {
+  Tensor lowp;
+  if (matmul && cfg_.precision == DType::BF16) lowp = Tensor::zeros(shape, Category::Parameter, name + ".bf16", DType::BF16);
   params_.push_back({name, Tensor::zeros(shape, Category::Parameter, name),
-                     Tensor::zeros(shape, Category::Gradient, "d" + name)});
+                     Tensor::zeros(shape, Category::Gradient, "d" + name), std::move(lowp)});
   return params_.size() - 1;
+}
+
+void Model::refresh_lowp() {
+  for (Param& p : params_)
+    if (p.lowp.defined() && !p.lowp.shape_only())
+      kernels::to_bf16_parallel(p.lowp.data_bf16(), p.value.data(), p.value.numel());
 }
 
 Param& Model::param(const std::string& name) {

@@ -38,6 +38,13 @@ struct ModelConfig {
   float norm_eps = 1e-5f;       // LLaMA's RMSNorm (GPT-2's layernorm uses 1e-5 as Hugging Face does)
   float dropout = 0;      // on embeddings, attention probabilities and both residual branches
   autograd::AttentionKind attention = autograd::AttentionKind::Naive;
+  // --precision: the dtype of activations and of the matmul copy of the weights (Megatron's recipe:
+  // fp32 master weights, gradients and optimizer state either way). --fp32-residual keeps the
+  // residual stream, and so every block boundary, in fp32 under bf16.
+  DType precision = DType::F32;
+  bool fp32_residual = false;
+  // The residual stream's dtype: what embed() returns and each block takes and returns.
+  DType residual_dtype() const { return fp32_residual ? DType::F32 : precision; }
 
   int64_t kv_heads() const { return KVH > 0 ? KVH : NH; }
   int64_t head_size() const { return C / NH; }
@@ -53,8 +60,12 @@ std::vector<std::string> preset_names();
 
 struct Param {
   std::string name;  // Hugging Face name
-  Tensor value;      // Category::Parameter
-  Tensor grad;       // Category::Gradient
+  Tensor value;      // Category::Parameter: the fp32 master
+  Tensor grad;       // Category::Gradient: fp32
+  // Under --precision bf16, a matrix used in a matmul also has a bf16 copy (Category::Parameter,
+  // "<name>.bf16") that the matmuls read; refresh_lowp() rounds the master into it. Its gradient is
+  // the master's (the step binds both to `grad`).
+  Tensor lowp;
 };
 
 // Dropout streams of one micro-step: every site draws at (seed, site << 40 | element).
@@ -77,8 +88,14 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   int num_layers() const { return int(cfg_.L); }
 
-  // Fresh weights, a pure function of the seed.
-  virtual void init(uint64_t seed) = 0;
+  // Fresh weights, a pure function of the seed (and their bf16 copies).
+  void init(uint64_t seed) {
+    init_weights(seed);
+    refresh_lowp();
+  }
+  // Rounds every master into its bf16 copy (if any). Whatever changes the masters calls it: init,
+  // load_weights, the optimizer step.
+  void refresh_lowp();
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   Param& param(const std::string& name);
@@ -111,10 +128,17 @@ class Model {
 
  protected:
   explicit Model(const ModelConfig& cfg) : cfg_(cfg) {}
+  virtual void init_weights(uint64_t seed) = 0;
   // Registers a parameter (value and gradient, zeroed; shape-only under a ShapeOnlyScope) and
-  // returns its index in params_.
-  size_t add_param(const std::string& name, Shape shape);
+  // returns its index in params_. A `matmul` weight gets a bf16 copy under --precision bf16.
+  size_t add_param(const std::string& name, Shape shape, bool matmul = false);
+  // The fp32 master (norms, biases, embedding gathers).
   const Tensor& weight(size_t index) const { return params_[index].value; }
+  // What a matmul reads: the bf16 copy under --precision bf16, else the master.
+  const Tensor& mm_weight(size_t index) const {
+    const Param& p = params_[index];
+    return p.lowp.defined() ? p.lowp : p.value;
+  }
   ModelConfig cfg_;
   std::vector<Param> params_;
 };

@@ -41,8 +41,15 @@ std::vector<float> next_logits(const Model& model, std::span<const int32_t> cont
   Tensor x = model.embed(window, 1, len, off);
   for (int i = 0; i < model.num_layers(); ++i) x = model.block(i, x, off);
   const Tensor logits = model.logits(x);
-  const float* row = logits.data() + (len - 1) * cfg.V;
-  return std::vector<float>(row, row + cfg.V);
+  std::vector<float> out(size_t(cfg.V));
+  if (logits.is_bf16()) {  // --precision bf16: widened exactly
+    const bf16* row = logits.data_bf16() + (len - 1) * cfg.V;
+    for (int64_t j = 0; j < cfg.V; ++j) out[size_t(j)] = bf16_to_float(row[j]);
+  } else {
+    const float* row = logits.data() + (len - 1) * cfg.V;
+    std::copy(row, row + cfg.V, out.begin());
+  }
+  return out;
 }
 
 int32_t pick_token(std::span<const float> logits, double temperature, int64_t top_k, std::mt19937_64& gen) {

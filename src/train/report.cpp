@@ -122,9 +122,16 @@ std::string whole_step_agreement(const StepMemory& predicted, const StepMeasure&
     std::snprintf(b, sizeof b, "%s%s %+lld B", diff.empty() ? "" : ", ", what, (long long)p - (long long)m);
     diff += b;
   };
-  for (int i = 0; i < kNumCategories; ++i)
+  for (int i = 0; i < kNumCategories; ++i) {
     part(category_name(Category(i)), predicted.peak[size_t(i)], measured.peak_category[size_t(i)]);
+    for (int d = 0; d < kNumDTypes; ++d)
+      part((std::string(category_name(Category(i))) + " " + dtype_name(DType(d))).c_str(),
+           predicted.peak_by_dtype[size_t(i)][size_t(d)], measured.peak_category_by_dtype[size_t(i)][size_t(d)]);
+  }
   part("total", predicted.peak_total, measured.peak_total);
+  for (int d = 0; d < kNumDTypes; ++d)
+    part((std::string("activation peak ") + dtype_name(DType(d))).c_str(), predicted.peak_activation_by_dtype[size_t(d)],
+         measured.peak_activation_by_dtype[size_t(d)]);
   return diff.empty() ? "predicted = measured, to the byte" : "predicted - measured: " + diff;
 }
 
@@ -142,7 +149,11 @@ nlohmann::json report_json(const ReportInput& in) {
   j["policy"] = in.policy_label;
   j["attention"] = autograd::attention_kind_name(cfg.attention);
   j["segments"] = in.strategy.segments;
+  j["precision"] = dtype_name(cfg.precision);
+  j["fp32_residual"] = cfg.fp32_residual;
   j["peak_activation_bytes"] = in.measure.peak_activation;
+  for (int d = 0; d < kNumDTypes; ++d)
+    j["peak_activation_bytes_by_dtype"][dtype_name(DType(d))] = in.measure.peak_activation_by_dtype[size_t(d)];
   j["predicted_activation_bytes"] = mem.peak_activation;
   j["forward_end_activation_bytes"] = in.measure.forward_end;
   j["predicted_forward_end_bytes"] = mem.forward_end;
@@ -227,11 +238,23 @@ std::string memory_report(const ReportInput& in) {
     const size_t b = in.measure.peak_category[size_t(i)];
     if (b == 0 && !(ws && ws->peak[size_t(i)] > 0)) continue;
     sum_of_peaks += b;
+    // A category holding bf16 (--precision bf16) shows each dtype's own peak beside it.
+    const auto& bd = in.measure.peak_category_by_dtype[size_t(i)];
+    std::string by_dtype;
+    if (bd[size_t(DType::BF16)] > 0) {
+      by_dtype = "   (";
+      for (int d = 0; d < kNumDTypes; ++d) {
+        by_dtype += std::string(d ? ", " : "") + dtype_name(DType(d)) + " " + mib(bd[size_t(d)]);
+        if (ws && ws->peak_by_dtype[size_t(i)][size_t(d)] != bd[size_t(d)])
+          by_dtype += " predicted " + mib(ws->peak_by_dtype[size_t(i)][size_t(d)]);
+      }
+      by_dtype += ")";
+    }
     if (ws)
-      add("  %-22s %12s MiB   predicted %12s MiB\n", category_name(Category(i)), mib(b).c_str(),
-          mib(ws->peak[size_t(i)]).c_str());
+      add("  %-22s %12s MiB   predicted %12s MiB%s\n", category_name(Category(i)), mib(b).c_str(),
+          mib(ws->peak[size_t(i)]).c_str(), by_dtype.c_str());
     else
-      add("  %-22s %12s MiB\n", category_name(Category(i)), mib(b).c_str());
+      add("  %-22s %12s MiB%s\n", category_name(Category(i)), mib(b).c_str(), by_dtype.c_str());
   }
   std::string predicted_total;
   if (ws) {
@@ -249,6 +272,15 @@ std::string memory_report(const ReportInput& in) {
   add("activation peak of one step      measured %10s MiB   predicted %10s MiB   %s\n",
       mib(in.measure.peak_activation).c_str(), mib(mem.peak_activation).c_str(),
       in.measure.peak_activation == mem.peak_activation ? "(equal to the byte)" : "(MISMATCH)");
+  if (in.measure.peak_activation_by_dtype[size_t(DType::BF16)] > 0) {
+    std::string parts;
+    for (int d = 0; d < kNumDTypes; ++d) {
+      parts += std::string(d ? ", " : "") + dtype_name(DType(d)) + " " + mib(in.measure.peak_activation_by_dtype[size_t(d)]) + " MiB";
+      if (ws) parts += " (predicted " + mib(ws->peak_activation_by_dtype[size_t(d)]) + ")";
+    }
+    add("  by dtype at that peak: %s; the fp32 part is norm statistics and log-sum-exp%s\n", parts.c_str(),
+        cfg.fp32_residual ? ", and the fp32 residual stream" : "");
+  }
   auto split = [&](const char* label, size_t measured, size_t predicted) {
     add("  %-32smeasured %10s MiB   predicted %10s MiB\n", label, mib(measured).c_str(), mib(predicted).c_str());
   };

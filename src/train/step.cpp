@@ -21,7 +21,13 @@ void StepMeasure::merge(const StepMeasure& o) {
   counters.block_forwards += o.counters.block_forwards;
   counters.block_recomputes += o.counters.block_recomputes;
   counters.block_backwards += o.counters.block_backwards;
-  for (int c = 0; c < kNumCategories; ++c) peak_category[size_t(c)] = std::max(peak_category[size_t(c)], o.peak_category[size_t(c)]);
+  for (int c = 0; c < kNumCategories; ++c) {
+    peak_category[size_t(c)] = std::max(peak_category[size_t(c)], o.peak_category[size_t(c)]);
+    for (int d = 0; d < kNumDTypes; ++d)
+      peak_category_by_dtype[size_t(c)][size_t(d)] =
+          std::max(peak_category_by_dtype[size_t(c)][size_t(d)], o.peak_category_by_dtype[size_t(c)][size_t(d)]);
+  }
+  if (o.peak_activation > peak_activation) peak_activation_by_dtype = o.peak_activation_by_dtype;
   peak_activation = std::max(peak_activation, o.peak_activation);
   peak_saved = std::max(peak_saved, o.peak_saved);
   peak_checkpoint = std::max(peak_checkpoint, o.peak_checkpoint);
@@ -35,11 +41,15 @@ void StepMeasure::merge(const StepMeasure& o) {
 
 void StepMeasure::take_peaks(const Allocator& a) {
   peak_activation = a.peak_activation();
+  for (int d = 0; d < kNumDTypes; ++d) peak_activation_by_dtype[size_t(d)] = a.peak_activation(DType(d));
   peak_saved = a.peak(Category::SavedActivation);
   peak_checkpoint = a.peak(Category::Checkpoint);
   peak_recompute = a.peak(Category::Recompute);
   peak_total = a.peak_total();
-  for (int c = 0; c < kNumCategories; ++c) peak_category[size_t(c)] = a.peak(Category(c));
+  for (int c = 0; c < kNumCategories; ++c) {
+    peak_category[size_t(c)] = a.peak(Category(c));
+    for (int d = 0; d < kNumDTypes; ++d) peak_category_by_dtype[size_t(c)][size_t(d)] = a.peak(Category(c), DType(d));
+  }
 }
 
 float forward_backward(Model& model, const MicroBatch& mb, double count, const StepRng& rng, const StepOptions& opt,
@@ -50,7 +60,10 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
   auto trace = [&](const std::string& s) { if (opt.trace) opt.trace(s); };
 
   GradTable g;
-  for (Param& p : model.params()) g.bind(p.value, p.grad);
+  for (Param& p : model.params()) {
+    g.bind(p.value, p.grad);
+    if (p.lowp.defined()) g.bind(p.lowp, p.grad);  // the matmuls' bf16 copy: its gradient is the master's
+  }
 
   Tape emb_tape, head_tape;
   Recorder r;
@@ -176,8 +189,10 @@ StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t ac
     r.allocated_bytes = acct.allocated_bytes() - b0;
   }
   r.peak = m.peak_category;
+  r.peak_by_dtype = m.peak_category_by_dtype;
   r.peak_total = m.peak_total;
   r.peak_activation = m.peak_activation;
+  r.peak_activation_by_dtype = m.peak_activation_by_dtype;
   for (Category c : {Category::Parameter, Category::Gradient, Category::OptimizerState, Category::Data})
     r.persistent += r.peak[size_t(c)];
   return r;
@@ -241,6 +256,7 @@ void adamw_step(Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v, co
     kernels::adamw_update(p.value.span(), p.grad.cspan(), m[i].span(), v[i].span(), p.value.numel(), lr, s.beta1,
                           s.beta2, s.eps, wd, t);
   }
+  model.refresh_lowp();  // the matmuls' bf16 copies follow the updated masters
 }
 
 float evaluate_loss(const Model& model, const MicroBatch& mb) {
@@ -252,7 +268,7 @@ float evaluate_loss(const Model& model, const MicroBatch& mb) {
   for (int i = 0; i < cfg.L; ++i) x = model.block(i, x, none);
   Tensor logits = model.logits(x);
   Tensor loss = model.loss(logits, mb.targets, double(mb.B * mb.T));
-  return loss.data()[0];
+  return loss.data()[0];  // fp32 in every precision
 }
 
 std::vector<NamePolicy> named_block_policies(const Model& model, const std::vector<std::string>& names) {

@@ -25,8 +25,11 @@ struct MicroBatch {
 // The real step measures the same quantities with the accounting allocator; they agree to the byte.
 struct StepMemory {
   std::array<size_t, kNumCategories> peak{};  // each category's own peak
+  // ... and each (category, dtype)'s own peak: e.g. fp32 masters and bf16 matmul copies of the weights
+  std::array<std::array<size_t, kNumDTypes>, kNumCategories> peak_by_dtype{};
   size_t peak_total = 0;                      // all categories together, at its highest
   size_t peak_activation = 0;                 // saved + checkpoint + recompute
+  std::array<size_t, kNumDTypes> peak_activation_by_dtype{};  // ... split by dtype at that moment
   size_t persistent = 0;                      // parameters + gradients + optimizer state + data
   // The allocations the step itself makes (every micro-batch and the optimizer update; not the state
   // that outlives it): how many, and their bytes summed. Peaks can hide a short-lived buffer; these
@@ -36,6 +39,8 @@ struct StepMemory {
 struct StepMeasure {
   autograd::Counters counters;
   size_t peak_activation = 0;  // saved + checkpoint + recompute, at its highest
+  std::array<size_t, kNumDTypes> peak_activation_by_dtype{};  // ... split by dtype at that moment
+  std::array<std::array<size_t, kNumDTypes>, kNumCategories> peak_category_by_dtype{};
   size_t peak_saved = 0, peak_checkpoint = 0, peak_recompute = 0;
   size_t peak_total = 0;       // every category, process-wide accounting
   std::array<size_t, kNumCategories> peak_category{};  // each category's own peak

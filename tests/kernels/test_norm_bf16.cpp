@@ -7,6 +7,8 @@
 // fp32 error of a cancelling difference, bounded by 1e-5 of the tensor's largest gradient.
 // dweight/dbias (fp32, same order of summation): 1e-5 relative plus that floor. A wrong term
 // (mean(g), the norm * mean(g norm) term, a missing +=) moves values by O(1) of the largest gradient.
+// The *_mixed forms (fp32 input and dinp, bf16 output and dout: --fp32-residual) are held to the twin on
+// the same fp32 input and the widened dout with the same tolerances, dinp being fp32 like dweight.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_twin.h"
 #include "fd_check.h"
 #include "kernels/bf16.h"
 #include "kernels/layernorm.h"
@@ -24,32 +27,16 @@
 #include "kernels/rmsnorm_bf16.h"
 
 using namespace remat::kernels;
-using remat::test::randn;
+using namespace remat::test;
 
 namespace {
 
-std::vector<bf16> b16(const std::vector<float>& v) {
-  std::vector<bf16> o(v.size());
-  to_bf16(o.data(), v.data(), int64_t(v.size()));
-  return o;
-}
-std::vector<float> f32(const std::vector<bf16>& v) {
-  std::vector<float> o(v.size());
-  to_float(o.data(), v.data(), int64_t(v.size()));
-  return o;
-}
-int ord(bf16 h) { return (h.bits & 0x8000) ? -int(h.bits & 0x7FFF) : int(h.bits); }
 double max_abs(const std::vector<float>& v) {
   double m = 0;
   for (float x : v) m = std::max(m, double(std::fabs(x)));
   return m;
 }
 
-void expect_within_1ulp(const std::vector<bf16>& got, const std::vector<float>& twin, const std::string& what) {
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_LE(std::abs(ord(got[i]) - ord(float_to_bf16(twin[i]))), 1)
-        << what << " at " << i << ": " << bf16_to_float(got[i]) << " vs fp32 " << twin[i];
-}
 void expect_stats(const std::vector<float>& got, const std::vector<float>& twin, const std::string& what) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], twin[i], 1e-6 * std::fabs(twin[i])) << what << " " << i;
 }
@@ -145,4 +132,69 @@ TEST(NormBf16, RmsNormMatchesFp32Twin) {
   omp_set_num_threads(nt);
   for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(dx1[i].bits, dx[i].bits) << i;
   EXPECT_TRUE(remat::test::bit_equal(dw1, dw));
+}
+
+TEST(NormBf16, MixedLayerNormMatchesFp32Twin) {
+  // An fp32 input (not bf16-representable: the residual stream of --fp32-residual), offset mean.
+  std::vector<float> x = randn(kN * kC, 21, 2.0f);
+  for (auto& v : x) v += 3.0f;
+  const auto d = b16(randn(kN * kC, 22));
+  const auto w = randn(kC, 23), b = randn(kC, 24), dx0 = randn(kN * kC, 25), dw0 = randn(kC, 26), db0 = randn(kC, 27);
+  std::vector<bf16> out(kN * kC);
+  std::vector<float> mean(kN), rstd(kN);
+  layernorm_mixed_forward(out, mean, rstd, x, w, b, kN, kC);
+  std::vector<float> ref(kN * kC), mref(kN), rref(kN);
+  layernorm_forward(ref, mref, rref, x, w, b, kN, kC);
+  expect_stats(mean, mref, "mean");
+  expect_stats(rstd, rref, "rstd");
+  expect_within_1ulp(out, ref, "out");
+  std::vector<bf16> again(kN * kC);  // recompute from the saved statistics: the same bits
+  layernorm_mixed_apply(again, x, w, b, mean, rstd, kN, kC);
+  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(again[i].bits, out[i].bits) << i;
+
+  auto dx = dx0, dw = dw0, db = db0;  // pre-filled: the kernel must add
+  layernorm_mixed_backward(dx, dw, db, d, x, w, mean, rstd, kN, kC);
+  auto dxr = dx0, dwr = dw0, dbr = db0;
+  layernorm_backward(dxr, dwr, dbr, f32(d), x, w, mref, rref, kN, kC);
+  expect_grad_f32(dx, dxr, "dinp");
+  expect_grad_f32(dw, dwr, "dweight");
+  expect_grad_f32(db, dbr, "dbias");
+
+  auto dx1 = dx0, dw1 = dw0, db1 = db0;
+  const int nt = omp_get_max_threads();
+  omp_set_num_threads(1);
+  layernorm_mixed_backward(dx1, dw1, db1, d, x, w, mean, rstd, kN, kC);
+  omp_set_num_threads(nt);
+  EXPECT_TRUE(remat::test::bit_equal(dx1, dx) && remat::test::bit_equal(dw1, dw) && remat::test::bit_equal(db1, db));
+}
+
+TEST(NormBf16, MixedRmsNormMatchesFp32Twin) {
+  const float eps = 1e-6f;
+  const auto x = randn(kN * kC, 31, 2.0f), dx0 = randn(kN * kC, 33);
+  const auto d = b16(randn(kN * kC, 32));
+  const auto w = randn(kC, 34), dw0 = randn(kC, 35);
+  std::vector<bf16> out(kN * kC);
+  std::vector<float> rstd(kN);
+  rmsnorm_mixed_forward(out, rstd, x, w, kN, kC, eps);
+  std::vector<float> ref(kN * kC), rref(kN);
+  rmsnorm_forward(ref, rref, x, w, kN, kC, eps);
+  expect_stats(rstd, rref, "rstd");
+  expect_within_1ulp(out, ref, "out");
+  std::vector<bf16> again(kN * kC);
+  rmsnorm_mixed_apply(again, x, w, rstd, kN, kC);
+  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(again[i].bits, out[i].bits) << i;
+
+  auto dx = dx0, dw = dw0;
+  rmsnorm_mixed_backward(dx, dw, d, x, w, rstd, kN, kC);
+  auto dxr = dx0, dwr = dw0;
+  rmsnorm_backward(dxr, dwr, f32(d), x, w, rref, kN, kC);
+  expect_grad_f32(dx, dxr, "dinp");
+  expect_grad_f32(dw, dwr, "dweight");
+
+  auto dx1 = dx0, dw1 = dw0;
+  const int nt = omp_get_max_threads();
+  omp_set_num_threads(1);
+  rmsnorm_mixed_backward(dx1, dw1, d, x, w, rstd, kN, kC);
+  omp_set_num_threads(nt);
+  EXPECT_TRUE(remat::test::bit_equal(dx1, dx) && remat::test::bit_equal(dw1, dw));
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_twin.h"
 #include "fd_check.h"
 #include "kernels/bf16.h"
 #include "kernels/gelu.h"
@@ -22,29 +23,9 @@
 #include "kernels/swiglu_bf16.h"
 
 using namespace remat::kernels;
-using remat::test::randn;
+using namespace remat::test;
 
 namespace {
-
-std::vector<bf16> b16(const std::vector<float>& v) {
-  std::vector<bf16> o(v.size());
-  to_bf16(o.data(), v.data(), int64_t(v.size()));
-  return o;
-}
-std::vector<float> f32(const std::vector<bf16>& v) {
-  std::vector<float> o(v.size());
-  to_float(o.data(), v.data(), int64_t(v.size()));
-  return o;
-}
-// Position of a bf16 value on the number line, in ulps (-0 and +0 both 0).
-int ord(bf16 h) { return (h.bits & 0x8000) ? -int(h.bits & 0x7FFF) : int(h.bits); }
-
-void expect_within_1ulp(const std::vector<bf16>& got, const std::vector<float>& twin, const std::string& what) {
-  ASSERT_EQ(got.size(), twin.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_LE(std::abs(ord(got[i]) - ord(float_to_bf16(twin[i]))), 1)
-        << what << " at " << i << ": " << bf16_to_float(got[i]) << " vs fp32 " << twin[i];
-}
 
 constexpr int64_t kN = 5000;  // several chunks and a ragged tail
 
@@ -113,4 +94,17 @@ TEST(PointwiseBf16, ResidualMatchesFp32Twin) {
   auto acc = s;
   add_inplace_mixed(acc, b, kN);
   EXPECT_TRUE(remat::test::bit_equal(acc, mref));
+}
+
+TEST(PointwiseBf16, ResidualMixedBackwardMatchesFp32Twin) {
+  // out = a (fp32) + b (bf16) with an fp32 dout: da is the twin's exactly, db the twin's rounded once.
+  const auto d = randn(kN, 13), da0 = randn(kN, 14);
+  const auto db0 = b16(randn(kN, 15));
+  auto da = da0;
+  auto db = db0;
+  residual_mixed_backward(da, db, d, kN);
+  auto dar = da0, dbr = f32(db0);
+  residual_backward(dar, dbr, d, kN);
+  EXPECT_TRUE(remat::test::bit_equal(da, dar));
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(db[i].bits, float_to_bf16(dbr[i]).bits) << i;
 }
