@@ -113,13 +113,13 @@ void ModelFlags::apply(ModelConfig& c) const {
   c.fp32_residual = fp32_residual;
 }
 
-DType parse_precision(const std::string& text) {
+DType parse_precision(const std::string& text, const std::string& flag) {
   if (text == "fp32" || text == "f32" || text == "float32") return DType::F32;
   if (text == "bf16" || text == "bfloat16") return DType::BF16;
   if (text == "fp16" || text == "f16" || text == "float16" || text == "half")
-    throw Error("config", "--precision " + text + " is not supported: remat trains in fp32 or bf16",
-                "use --precision bf16 (fp32's exponent range, so no loss scaling is needed)");
-  throw Error("config", "unknown --precision '" + text + "'", "use --precision fp32 or --precision bf16");
+    throw Error("config", flag + " " + text + " is not supported: remat trains and saves in fp32 or bf16",
+                "use " + flag + " bf16 (fp32's exponent range, so no loss scaling is needed)");
+  throw Error("config", "unknown " + flag + " '" + text + "'", "use " + flag + " fp32 or " + flag + " bf16");
 }
 
 ModelConfig ModelFlags::config() const {

@@ -67,8 +67,8 @@ uint64_t parse_seed(const std::string& text, const std::string& flag);
 // Registers `flag` as a seed option that parses with parse_seed into `seed` (its value the default).
 CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);
 
-// --precision's text: fp32 or bf16; fp16 is refused (not supported), as is anything else.
-DType parse_precision(const std::string& text);
+// --precision's (or --save-dtype's) text: fp32 or bf16; fp16 is refused (not supported), as is anything else.
+DType parse_precision(const std::string& text, const std::string& flag = "--precision");
 
 // A byte count as typed for --memory-limit and --budget. A number (digits, an optional fraction and
 // an optional exponent: 1.5, 3e9), optional spaces, then an optional unit, case-insensitive:

@@ -73,7 +73,17 @@ float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+float bf16_to_f32(uint16_t b) { return bf16_to_float(bf16{b}); }
+
+const char* safetensors_dtype(DType d) {
+  switch (d) {
+    case DType::F32: return "F32";
+    case DType::BF16: return "BF16";
+    case DType::kCount: break;
+  }
+  REMAT_ASSERT(false, "unknown dtype");
+  return "";
+}
 
 void SafetensorsReader::fail(const std::string& what, const std::string& hint) const {
   throw Error(kC, "'" + path_ + "': " + what, hint);
@@ -497,9 +507,12 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     if (!seen.insert(name).second)
       throw Error(kC, "cannot save '" + path + "': tensor name '" + name + "' appears twice");
     if (!t || !t->defined()) throw Error(kC, "cannot save '" + path + "': tensor '" + name + "' is undefined");
-    const uint64_t bytes = uint64_t(t->numel()) * 4;
+    if (t->shape_only())
+      throw Error(kC, "cannot save '" + path + "': tensor '" + name + "' is shape-only (it holds no data)",
+                  "this is a bug in remat: please report it with the command that ran");
+    const uint64_t bytes = t->bytes();
     if (header.size() > 1) header += ',';
-    header += json_str(name) + ":{\"dtype\":\"F32\",\"shape\":[";
+    header += json_str(name) + ":{\"dtype\":\"" + safetensors_dtype(t->dtype()) + "\",\"shape\":[";
     for (size_t i = 0; i < t->shape().size(); ++i) {
       if (i) header += ',';
       header += std::to_string(t->shape()[i]);
@@ -513,7 +526,10 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   AtomicWriter w(path);
   w.write(&n, 8);
   w.write(header);
-  for (const auto& [name, t] : tensors) w.write(t->data(), t->bytes());
+  for (const auto& [name, t] : tensors) {
+    if (t->is_bf16()) w.write(t->data_bf16(), t->bytes());
+    else w.write(t->data(), t->bytes());
+  }
   w.commit();
 }
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/tensor.h"
 
 namespace remat {
@@ -26,6 +27,8 @@ struct SafetensorsEntry {
 
 // Bytes per element of a safetensors dtype ("F32" -> 4), or 0 if the dtype is unknown.
 size_t safetensors_dtype_size(const std::string& dtype);
+// The safetensors name of a Tensor dtype: "F32", "BF16" (what save_safetensors writes for it).
+const char* safetensors_dtype(DType d);
 
 // IEEE half / bfloat16 bit patterns to float (exact).
 float f16_to_f32(uint16_t h);
@@ -70,8 +73,10 @@ class SafetensorsReader {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes tensors as F32 in the given order (8-byte aligned data: the header is padded with spaces)
-// through AtomicWriter. Names must be unique, non-empty and not "__metadata__".
+// Writes tensors in the given order, each in its own dtype (an F32 tensor as "F32", a BF16 tensor as
+// "BF16", its bits as they are), with 8-byte aligned data (the header is padded with spaces), through
+// AtomicWriter. Names must be unique, non-empty and not "__metadata__"; tensors must hold memory
+// (not shape-only).
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});

@@ -30,9 +30,11 @@ void gelu_bf16_forward(std::span<bf16> out, std::span<const bf16> inp, int64_t N
   REMAT_ASSERT(int64_t(out.size()) >= N && int64_t(inp.size()) >= N, "gelu_bf16_forward: span too small");
   const bf16* x = inp.data();
   bf16* o = out.data();
+  // Widen a chunk, compute on plain fp32 arrays (the loop vectorizes), round once.
   vec_bf16::for_chunks(N, [&](int64_t i0, int64_t len) {
-    float t[kChunk];
-    for (int64_t i = 0; i < len; ++i) t[i] = gelu(bf16_to_float(x[i0 + i]));
+    float xv[kChunk], t[kChunk];
+    to_float(xv, x + i0, len);
+    for (int64_t i = 0; i < len; ++i) t[i] = gelu(xv[i]);
     to_bf16(o + i0, t, len);
   });
 }
@@ -44,10 +46,14 @@ void gelu_bf16_backward(std::span<bf16> dinp, std::span<const bf16> inp, std::sp
   const bf16 *x = inp.data(), *d = dout.data();
   bf16* dx = dinp.data();
   vec_bf16::for_chunks(N, [&](int64_t i0, int64_t len) {
-    float t[kChunk];
-    for (int64_t i = 0; i < len; ++i) {
-      const float g = gelu_grad(bf16_to_float(x[i0 + i]), bf16_to_float(d[i0 + i]));
-      t[i] = overwrite ? g : bf16_to_float(dx[i0 + i]) + g;
+    float xv[kChunk], dv[kChunk], t[kChunk];
+    to_float(xv, x + i0, len);
+    to_float(dv, d + i0, len);
+    for (int64_t i = 0; i < len; ++i) t[i] = gelu_grad(xv[i], dv[i]);
+    if (!overwrite) {
+      float acc[kChunk];
+      to_float(acc, dx + i0, len);
+      for (int64_t i = 0; i < len; ++i) t[i] = acc[i] + t[i];
     }
     to_bf16(dx + i0, t, len);
   });

@@ -32,10 +32,13 @@ void swiglu_bf16_forward(std::span<bf16> out, std::span<const bf16> gate, std::s
   const bf16 *g = gate.data(), *u = up.data();
   // A chunk is read whole into t before it is stored: out may alias gate or up.
   vec_bf16::for_chunks(n, [&](int64_t i0, int64_t len) {
-    float t[kChunk];
+    // Widen, compute on plain fp32 arrays (the loop vectorizes), round once.
+    float gv[kChunk], uv[kChunk], t[kChunk];
+    to_float(gv, g + i0, len);
+    to_float(uv, u + i0, len);
     for (int64_t i = 0; i < len; ++i) {
-      const float x = bf16_to_float(g[i0 + i]);
-      t[i] = x * sigmoid(x).s * bf16_to_float(u[i0 + i]);
+      const float x = gv[i];
+      t[i] = x * sigmoid(x).s * uv[i];
     }
     to_bf16(o + i0, t, len);
   });
@@ -50,12 +53,17 @@ void swiglu_bf16_backward(std::span<bf16> dgate, std::span<bf16> dup, std::span<
   const bf16 *d = dout.data(), *g = gate.data(), *u = up.data();
   // forward was: out = silu(g) * u, so dup += dout * g s and dgate += dout * u * s (1 + g (1 - s))
   vec_bf16::for_chunks(n, [&](int64_t i0, int64_t len) {
-    float tg[kChunk], tu[kChunk];
+    float gv[kChunk], uv[kChunk], dv[kChunk], tg[kChunk], tu[kChunk];
+    to_float(gv, g + i0, len);
+    to_float(uv, u + i0, len);
+    to_float(dv, d + i0, len);
+    to_float(tg, dg + i0, len);
+    to_float(tu, du + i0, len);
     for (int64_t i = 0; i < len; ++i) {
-      const float x = bf16_to_float(g[i0 + i]), di = bf16_to_float(d[i0 + i]);
+      const float x = gv[i], di = dv[i];
       const Sigmoid sg = sigmoid(x);
-      tg[i] = bf16_to_float(dg[i0 + i]) + di * bf16_to_float(u[i0 + i]) * (sg.s * (1.0f + x * sg.one_minus_s));
-      tu[i] = bf16_to_float(du[i0 + i]) + di * (x * sg.s);
+      tg[i] = tg[i] + di * uv[i] * (sg.s * (1.0f + x * sg.one_minus_s));
+      tu[i] = tu[i] + di * (x * sg.s);
     }
     to_bf16(dg + i0, tg, len);
     to_bf16(du + i0, tu, len);

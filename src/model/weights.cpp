@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/tensor_store.h"
+#include "kernels/bf16.h"
 
 namespace remat {
 
@@ -306,6 +307,9 @@ json parse_config_file(const std::string& file) {
 
 std::string config_path(const TensorStore& s) { return (fs::path(s.path()) / "config.json").string(); }
 
+// config.json's name for the dtype of the weights beside it (transformers' torch_dtype).
+const char* torch_dtype(DType d) { return d == DType::BF16 ? "bfloat16" : "float32"; }
+
 }  // namespace
 
 // ---- Hugging Face config.json ----
@@ -328,7 +332,7 @@ json hf_config(const ModelConfig& c) {
                 {"attn_pdrop", tidy(c.dropout)},
                 {"initializer_range", 0.02},
                 {"tie_word_embeddings", true},
-                {"torch_dtype", "float32"}};
+                {"torch_dtype", torch_dtype(DType::F32)}};
   }
   return json{{"architectures", {"LlamaForCausalLM"}},
               {"model_type", "llama"},
@@ -349,7 +353,7 @@ json hf_config(const ModelConfig& c) {
               {"attention_dropout", tidy(c.dropout)},
               {"tie_word_embeddings", false},
               {"initializer_range", 0.02},
-              {"torch_dtype", "float32"}};
+              {"torch_dtype", torch_dtype(DType::F32)}};
 }
 
 ModelConfig config_from_hf(const json& j, const std::string& where) {
@@ -434,12 +438,30 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
 
 // ---- files and folders ----
 
-void save_weights(const Model& model, const std::string& path, size_t max_shard_bytes) {
+void save_weights(const Model& model, const std::string& path, size_t max_shard_bytes, DType dtype) {
+  // The tensors written: the parameters themselves, or copies in `dtype` (fp32 -> bf16 rounds to
+  // nearest even).
+  std::vector<Tensor> copies;
+  copies.reserve(model.params().size());
   std::vector<std::pair<std::string, const Tensor*>> ts;
-  for (const Param& p : model.params()) ts.emplace_back(p.name, &p.value);
+  for (const Param& p : model.params()) {
+    if (p.value.dtype() == dtype) {
+      ts.emplace_back(p.name, &p.value);
+      continue;
+    }
+    Tensor& b = copies.emplace_back(Tensor::empty(p.value.shape(), Category::Workspace,
+                                                  std::string("save.") + dtype_name(dtype) + "." + p.name, dtype));
+    if (dtype == DType::BF16)
+      kernels::to_bf16_parallel(b.data_bf16(), p.value.data(), p.value.numel());
+    else
+      kernels::to_float_parallel(b.data(), p.value.data_bf16(), p.value.numel());
+    ts.emplace_back(p.name, &b);
+  }
   const ModelConfig& c = model.config();
   if (!ends_with(path, ".safetensors")) {
-    save_tensor_folder(path, ts, hf_config(c), max_shard_bytes, {{"format", "pt"}});
+    json cfg = hf_config(c);
+    cfg["torch_dtype"] = torch_dtype(dtype);
+    save_tensor_folder(path, ts, cfg, max_shard_bytes, {{"format", "pt"}});
     return;
   }
   char theta[32], eps[32];
@@ -474,9 +496,11 @@ void load_weights(Model& model, const std::string& path) {
     const SafetensorsEntry& e = s.at(it->second);
     if (e.shape != p.value.shape())
       throw Error("weights",
-                  quote_name(p.name) + " in '" + path + "' has shape " + shape_str(e.shape) + ", the model expects " +
+                  e.dtype + " tensor " + quote_name(it->second) + " in '" + s.file_of(it->second) + "' has shape " +
+                      shape_str(e.shape) + " but the model (" + model.config().describe() + ") expects " +
                       shape_str(p.value.shape()),
-                  "match --layers/--channels/--heads/--seq/--vocab to the file (model: " + model.config().describe() + ")");
+                  "the weights are for another model: drop the model flags that differ from the file "
+                  "(--layers/--channels/--heads/--kv-heads/--hidden/--vocab/--block-size) or load matching weights");
     s.read_f32(it->second, p.value.span());
     const float* d = p.value.data();
     for (int64_t i = 0, n = p.value.numel(); i < n; ++i)
@@ -491,6 +515,7 @@ void load_weights(Model& model, const std::string& path) {
     if (!used.count(n))
       throw Error("weights", "'" + path + "' has a tensor " + quote_name(raw) + " that this model does not use",
                   "the file is for a different architecture or depth than " + model.config().describe());
+  model.refresh_lowp();  // --precision bf16: the matmul copies follow the loaded masters
 }
 
 ModelConfig read_config(const std::string& path, int64_t heads) {

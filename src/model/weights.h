@@ -1,6 +1,6 @@
 // Model weights on disk, as Hugging Face lays them out and as remat writes them:
-//  - one .safetensors file (remat's own: F32, with the config as "remat.*" metadata; or a user's
-//    Hugging Face model.safetensors);
+//  - one .safetensors file (remat's own: F32 or BF16, with the config as "remat.*" metadata; or a
+//    user's Hugging Face model.safetensors);
 //  - a Hugging Face model folder: config.json (the source of truth for the architecture) and
 //    model.safetensors, or model.safetensors.index.json and its shards (core/tensor_store.h).
 // Parameter names are Hugging Face's for both architectures (GPT-2: wte.weight, h.N.attn.c_attn.weight,
@@ -19,12 +19,18 @@ namespace remat {
 // its own), as transformers' save_pretrained does by default.
 constexpr size_t kDefaultShardBytes = size_t(2) << 30;
 
-// A path ending in ".safetensors" is one file: every parameter F32 (Hugging Face names), written
+// A path ending in ".safetensors" is one file: every parameter (Hugging Face names), written
 // atomically, with the config as "remat.*" metadata. Any other path is a model folder, written
 // with save_tensor_folder: config.json in Hugging Face's format for the architecture (hf_config)
 // and model.safetensors, sharded as model-0000k-of-0000n.safetensors + model.safetensors.index.json
-// when the weights exceed max_shard_bytes.
-void save_weights(const Model& model, const std::string& path, size_t max_shard_bytes = kDefaultShardBytes);
+// when the weights (in `dtype`) exceed max_shard_bytes.
+// `dtype` is what the file holds: F32 (the default: the exact fp32 masters, what --resume needs) or
+// BF16 (each weight rounded to nearest even, half the bytes, as Hugging Face ships models;
+// config.json's torch_dtype says "bfloat16"). The model is unchanged; a BF16 save holds a bf16 copy
+// of the weights (Category::Workspace, "save.bf16.<name>") while it writes.
+// E.g. save_weights(model, "out", kDefaultShardBytes, DType::BF16).
+void save_weights(const Model& model, const std::string& path, size_t max_shard_bytes = kDefaultShardBytes,
+                  DType dtype = DType::F32);
 
 // Loads weights into `model` from a .safetensors file or a model folder. Accepts a user's checkpoint
 // as it is: F32, BF16 or F16 (converted); for GPT-2 an optional "transformer." prefix, the causal-mask

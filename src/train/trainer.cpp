@@ -550,7 +550,7 @@ TrainSummary Trainer::run() {
   }
   sum.tokens_per_s = tok_s;
   if (!o.save_dir.empty() && !saved_here) sum.checkpoint = save_checkpoint(st);
-  if (!o.save.empty()) save_weights(*s.model, o.save);
+  if (!o.save.empty()) save_weights(*s.model, o.save, kDefaultShardBytes, o.save_dtype);
   metrics.check();
   return sum;
 }

@@ -43,6 +43,7 @@ struct TrainOptions {
   int64_t sample_every = 0;    // 0 = only at the end (sample_tokens > 0)
   int64_t sample_tokens = 200;
   std::string save, init_from, metrics_out;
+  DType save_dtype = DType::F32;  // --save-dtype: what --save writes (resume checkpoints keep the fp32 masters)
   std::string recompute = "none";  // a strategy, or a policy preset (selective | gelu | norms)
   std::string policy = "none";     // none | selective | gelu | norms
   std::string save_only, save_all_but;  // comma-separated tensor names (JAX-style named policies)

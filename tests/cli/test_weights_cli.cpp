@@ -98,6 +98,28 @@ TEST(CliWeights, ConfigThatDisagreesWithTheWeights) {
   EXPECT_USER_ERROR(train_from(m), "[weights]", "config.json", "says 4 layers", "hold 2");
 }
 
+// A BF16 model folder (as Hugging Face ships them) trains from --init-from; one whose MLP is wider
+// than --hidden asks for is refused in one line naming the tensor, both shapes and the flags.
+TEST(CliWeights, Bf16Folder) {
+  TempDir d;
+  auto m = remat::make_model(tiny_llama());
+  m->init(3);
+  remat::save_weights(*m, d / "bf", 30000, remat::DType::BF16);  // sharded
+  ASSERT_TRUE(fs::is_regular_file(d / "bf/model.safetensors.index.json"));
+  for (const auto& e : fs::directory_iterator(d / "bf")) {
+    if (e.path().extension() != ".safetensors") continue;
+    const remat::SafetensorsReader r(e.path().string());
+    for (const auto& t : r.entries()) EXPECT_EQ(t.dtype, "BF16") << t.name;
+  }
+  const auto ok = train_from(d / "bf");
+  EXPECT_EQ(ok.exit_code, 0) << ok.describe();
+  const int64_t H = tiny_llama().mlp_hidden();
+  const std::string rows = std::to_string(H) + ", " + std::to_string(tiny_llama().C) + ")";
+  EXPECT_USER_ERROR(train_from(d / "bf", {"--hidden", std::to_string(H + 8)}), "[weights]",
+                    "BF16 tensor 'model.layers.0.mlp.gate_proj.weight'", "has shape (" + rows,
+                    "expects (" + std::to_string(H + 8) + ", ", "--hidden");
+}
+
 TEST(CliWeights, MissingShard) {
   TempDir d;
   const std::string m = write_folder(d, "m", 60000);

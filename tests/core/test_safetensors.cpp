@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,7 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -481,4 +485,62 @@ TEST_F(SafetensorsTest, HugeHeaderOpensInLinearTime) {
     EXPECT_EQ(out[0], float(k));
   }
 
+}
+
+// A BF16 tensor is written as "BF16", its bits as they are (2 bytes an element), beside F32 ones;
+// the file parsed by hand (not by SafetensorsReader) and by the reader agree.
+TEST_F(SafetensorsTest, WritesBf16TensorsAsBF16) {
+  const std::vector<uint16_t> bits = {0x3F80, 0xC000, 0x4049, 0x0001, 0x7F80, 0xFF80, 0x8000};  // 1 -2 pi~ min-denorm inf -inf -0
+  Tensor b = Tensor::empty({7}, Category::Parameter, "b", remat::DType::BF16);
+  for (size_t i = 0; i < bits.size(); ++i) b.data_bf16()[i] = remat::bf16{bits[i]};
+  Tensor a = make({2, 3}, "a", 0.5f), c = make({3}, "c", -1.0f);
+  remat::save_safetensors(p("m.st"), {{"a", &a}, {"b", &b}, {"c", &c}}, {{"format", "pt"}});
+
+  // By hand: the header's dtypes and offsets, and the bytes at those offsets.
+  const std::string file = [&] {
+    std::ifstream f(p("m.st"), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  EXPECT_EQ(n % 8, 0u);
+  const auto h = nlohmann::json::parse(file.substr(8, n));
+  EXPECT_EQ(h["a"]["dtype"], "F32");
+  EXPECT_EQ(h["b"]["dtype"], "BF16");
+  EXPECT_EQ(h["c"]["dtype"], "F32");
+  EXPECT_EQ(h["b"]["shape"], nlohmann::json::array({7}));
+  EXPECT_EQ(h["b"]["data_offsets"], nlohmann::json::array({24, 38}));
+  EXPECT_EQ(h["c"]["data_offsets"], nlohmann::json::array({38, 50}));
+  EXPECT_EQ(file.size(), 8 + n + 50);
+  EXPECT_EQ(file.substr(8 + n + 24, 14), bytes_of(bits));
+  EXPECT_EQ(std::memcmp(file.data() + 8 + n + 38, c.data(), 12), 0);
+
+  // By the reader: every value exact.
+  SafetensorsReader r(p("m.st"));
+  EXPECT_EQ(r.at("b").dtype, "BF16");
+  std::vector<float> out(7);
+  r.read_f32(r.at("b"), out);
+  for (size_t i = 0; i < bits.size(); ++i) EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), uint32_t(bits[i]) << 16) << i;
+  out.resize(6);
+  r.read_f32(r.at("a"), out);
+  EXPECT_EQ(std::memcmp(out.data(), a.data(), 24), 0);
+}
+
+TEST(SafetensorsDtype, NamesOfTensorDtypes) {
+  EXPECT_STREQ(remat::safetensors_dtype(remat::DType::F32), "F32");
+  EXPECT_STREQ(remat::safetensors_dtype(remat::DType::BF16), "BF16");
+  for (auto d : {remat::DType::F32, remat::DType::BF16})
+    EXPECT_EQ(remat::safetensors_dtype_size(remat::safetensors_dtype(d)), remat::dtype_size(d));
+}
+
+// A shape-only tensor (a dry run's) has no bytes to write: refused, nothing written.
+TEST_F(SafetensorsTest, ShapeOnlyTensorIsRefused) {
+  Tensor s;
+  {
+    remat::ShapeOnlyScope dry;
+    s = Tensor::empty({4}, Category::Parameter, "s", remat::DType::BF16);
+  }
+  const std::string msg = error_of([&] { remat::save_safetensors(p("x.st"), {{"s", &s}}); });
+  EXPECT_NE(msg.find("tensor 's' is shape-only"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(p("x.st")));
 }

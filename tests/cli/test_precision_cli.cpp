@@ -1,0 +1,80 @@
+// --precision, --fp32-residual and --save-dtype on the command line: bf16 runs end to end with the
+// report's prediction equal to the measurement, bf16 weight files written and read back, and every
+// bad value refused in one line with a hint.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "run.h"
+
+namespace {
+
+using namespace remat_cli_test;
+
+RunResult train(std::vector<std::string> extra) { return run_remat(tiny_train(std::move(extra))); }
+
+void expect_user_error(const RunResult& r, const std::vector<std::string>& needles) {
+  check_user_error(r, 1, needles);
+}
+
+TEST(CliPrecision, Fp16IsRefusedOnEveryModelCommand) {
+  for (const std::string cmd : {"train", "plan", "bench", "trace"}) {
+    SCOPED_TRACE(cmd);
+    std::vector<std::string> args{cmd, "--preset", "tiny", "--precision", "fp16"};
+    if (cmd == "train") args = tiny_train({"--steps", "1", "--precision", "fp16"});
+    expect_user_error(run_remat(args), {"[config]", "--precision fp16 is not supported", "--precision bf16"});
+  }
+  expect_user_error(train({"--steps", "1", "--precision", "fp8"}), {"unknown --precision 'fp8'", "fp32", "bf16"});
+}
+
+TEST(CliPrecision, Fp32ResidualNeedsBf16) {
+  expect_user_error(train({"--steps", "1", "--fp32-residual"}), {"--fp32-residual", "--precision bf16"});
+  expect_user_error(run_remat({"plan", "--preset", "tiny", "--fp32-residual", "--precision", "fp32"}),
+                    {"--fp32-residual", "--precision bf16"});
+}
+
+TEST(CliPrecision, SaveDtypeIsCheckedBeforeTraining) {
+  TempDir d;
+  const RunResult a = train({"--steps", "1", "--save", d / "w.safetensors", "--save-dtype", "fp16"});
+  expect_user_error(a, {"--save-dtype fp16 is not supported", "--save-dtype bf16"});
+  EXPECT_EQ(a.out.find("step 1/1"), std::string::npos) << "refused before training";
+  expect_user_error(train({"--steps", "1", "--save-dtype", "bf16"}), {"--save-dtype", "--save is not given"});
+}
+
+TEST(CliPrecision, Bf16TrainsSavesBf16AndReloads) {
+  TempDir d;
+  for (const std::string extra : {"", "--fp32-residual"}) {
+    SCOPED_TRACE(extra);
+    std::vector<std::string> args{"--steps", "2", "--precision", "bf16", "--recompute", "sqrt", "--dropout", "0.1",
+                                  "--save", d / "w.safetensors", "--save-dtype", "bf16"};
+    if (!extra.empty()) args.push_back(extra);
+    const RunResult r = train(args);
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_NE(r.out.find("bf16"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("whole step: predicted = measured, to the byte"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(equal to the byte)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("by dtype at that peak: f32"), std::string::npos) << r.out;
+    // A BF16 file: its header says so.
+    std::ifstream f(d / "w.safetensors", std::ios::binary);
+    std::string head(4096, '\0');
+    f.read(head.data(), std::streamsize(head.size()));
+    EXPECT_NE(head.find("\"BF16\""), std::string::npos);
+    EXPECT_EQ(head.find("\"F32\""), std::string::npos);
+    // ... that trains on, in either precision.
+    for (const std::string prec : {"bf16", "fp32"}) {
+      const RunResult again = train({"--steps", "1", "--precision", prec, "--init-from", d / "w.safetensors"});
+      EXPECT_EQ(again.exit_code, 0) << again.describe();
+    }
+  }
+}
+
+TEST(CliPrecision, Bf16FileOfAnotherShapeIsRefused) {
+  TempDir d;
+  const RunResult r = train({"--steps", "1", "--precision", "bf16", "--save", d / "w.safetensors", "--save-dtype", "bf16"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  expect_user_error(train({"--steps", "1", "--precision", "bf16", "--init-from", d / "w.safetensors", "--hidden", "72"}),
+                    {"[weights]", "BF16 tensor", "has shape", "expects", "--hidden"});
+}
+
+}  // namespace
