@@ -1,5 +1,7 @@
-// Naive causal attention on bf16: see attention_bf16.h. Products on the bf16 pair micro-kernel
-// (dot_bf16.h), operands packed as pack_bf16.h describes.
+// Naive causal attention on bf16: see attention_bf16.h. Products on the bf16 pair kernels
+// (dot_bf16_gemm_rows, dot_bf16.h: AMX tiles where the CPU has them), operands packed as pack_bf16.h
+// describes: every A operand has its pairs contiguous along rows (the backward's dK and dV are
+// accumulated transposed, dK^T += Q^T dS, so that Q^T and dO^T are the row operands).
 #include "kernels/attention_bf16.h"
 
 #include <omp.h>
@@ -24,12 +26,13 @@ using namespace pack_bf16;
 constexpr int64_t kRB = 64;  // queries per tile; a multiple of 16
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
-// Per-thread workspace, in 4-byte units. Tq = round16(T) keys (columns of S), HSw = ceil(HS/2) pair
-// words per head row, HSq = round16(HS).
+// Per-thread workspace, in 4-byte units. Tq = round16(T) + 16 keys (columns of S; the 16 past the
+// last multiple of 16 keep rows a power of two apart from mapping a tile's 16 rows to a few L1
+// sets), HSw = ceil(HS/2) pair words per head row, HSq = round16(HS).
 //   forward:  KT [HSw x Tq] pairs_t(K) | Vv [Tq/2 x HSq] vnni(V) | Qt [kRB x HSw] | S [kRB x Tq] f32 |
 //             Pd [kRB x Tq/2] pairs | Ot [kRB x HSq] f32 | bits
-//   backward: VT [HSw x Tq] pairs_t(V) | Kv [Tq/2 x HSq] vnni(K) | dKa, dVa [Tq x HSq] f32 |
-//             dOt [kRB x HSw] | Qv, dOv [kRB/2 x HSq] vnni | dS [kRB x Tq] f32 | PdV, dSV [kRB/2 x Tq] vnni |
+//   backward: VT [HSw x Tq] pairs_t(V) | Kv [Tq/2 x HSq] vnni(K) | dKa, dVa [HSq x Tq] f32 (transposed) |
+//             dOt [kRB x HSw] | Qv, dOv [HSq x kRB/2] vnni_t | dS [kRB x Tq] f32 | PdV, dSV [kRB/2 x Tq] vnni |
 //             dSp [kRB x Tq/2] pairs | dQt [kRB x HSq] f32 | Pdr [kRB x Tq] bf16 (dropped probs) |
 //             row [Tq] f32 | bits
 struct Layout {
@@ -37,7 +40,7 @@ struct Layout {
   int64_t kt, vv, qt, s, pd, ot;                                      // forward
   int64_t vt, kv, dka, dva, dot, qv, dov, ds, pdv, dsv, dsp, dqt, pdr, row;  // backward
   int64_t bits, total;
-  Layout(int64_t T, int64_t HS) : Tq(round16(T)), HSw((HS + 1) / 2), HSq(round16(HS)) {
+  Layout(int64_t T, int64_t HS) : Tq(round16(T) + 16), HSw((HS + 1) / 2), HSq(round16(HS)) {
     auto r16 = round16;
     kt = 0;
     vv = kt + r16(HSw * Tq);
@@ -80,24 +83,24 @@ int threads_for(std::span<float> workspace, int64_t per_thread) {
 }
 
 // Causal softmax of one row of scores (fp32, unscaled: s_j = scale * S[j], j < n) into the bf16
-// probability row P[0..T), zeros past n; S is overwritten. 16 lanes (the tail padded with -inf, whose
-// exp is 0), a fixed tree: independent of the ISA path and of the thread.
+// probability row P[0..T), zeros past n; S (round16(T) floats) is overwritten. 16 lanes (the tail
+// padded with -inf, whose exp is 0), a fixed tree: independent of the ISA path and of the thread.
 void softmax_row(bf16* P, float* S, int64_t n, int64_t T, float scale) {
   using vec16::kLanes;
   using vec16::v16f;
-  auto tail = [&](int64_t j) {  // lanes j..n-1 scaled, -inf after
-    v16f v;
-    for (int64_t k = 0; k < kLanes; ++k) v[k] = j + k < n ? S[j + k] * scale : -INFINITY;
-    return v;
-  };
+  // Lanes j..n-1 scaled, -inf after (j < n, so the row's round16(T) floats cover the 16 lanes; those
+  // past n are read, whatever they hold, and replaced).
+  typedef int32_t v16i __attribute__((vector_size(64)));
+  const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const v16f ninf = v16f{} - INFINITY;
+  auto tail = [&](int64_t j) { return lane < v16i{} + int32_t(n - j) ? vec16::load16(S + j) * scale : ninf; };
   const int64_t nf = n / kLanes * kLanes;  // full chunks
-  v16f vm = tail(nf);
+  v16f vm = nf < n ? tail(nf) : ninf;
   for (int64_t j = 0; j < nf; j += kLanes) {
     const v16f v = vec16::load16(S + j) * scale;
     vm = v > vm ? v : vm;
   }
-  float mx = vm[0];
-  for (int k = 1; k < kLanes; ++k) mx = vm[k] > mx ? vm[k] : mx;
+  const float mx = hmax16(vm);
   v16f acc = {};
   for (int64_t j = 0; j < nf; j += kLanes) {
     const v16f e = exp_fast(vec16::load16(S + j) * scale - mx);
@@ -109,7 +112,7 @@ void softmax_row(bf16* P, float* S, int64_t n, int64_t T, float scale) {
     for (int64_t k = 0; nf + k < n; ++k) S[nf + k] = e[k];
     acc += e;
   }
-  const float inv = 1.0f / vec16::hsum(acc);
+  const float inv = 1.0f / hsum16(acc);
   for (int64_t j = 0; j < n; ++j) S[j] *= inv;
   to_bf16(P, S, n);
   std::fill(P + n, P + T, bf16{0});
@@ -122,7 +125,7 @@ void probs_tile(bf16* probs, int64_t T, const bf16x2* Qt, const bf16x2* KT, floa
   for (int64_t g0 = 0; g0 < ni; g0 += 16) {
     const int64_t gm = std::min<int64_t>(16, ni - g0);
     const int64_t n_end = std::min(L.Tq, round16(i0 + g0 + gm));
-    dot_bf16_gemm(false, gm, n_end, L.HSw, Qt + g0 * L.HSw, L.HSw, 1, KT, L.Tq, S + g0 * L.Tq, L.Tq);
+    dot_bf16_gemm_rows(false, gm, n_end, L.HSw, Qt + g0 * L.HSw, L.HSw, KT, L.Tq, S + g0 * L.Tq, L.Tq);
   }
   for (int64_t ii = 0; ii < ni; ++ii) softmax_row(probs + ii * T, S + ii * L.Tq, i0 + ii + 1, T, scale);
 }
@@ -197,7 +200,7 @@ void forward(bf16* out, bf16* probs, const bf16* qkv, int64_t B, int64_t T, int6
       // O = Pd V, per group of 16 queries over the keys it needs.
       for (int64_t g0 = 0; g0 < ni; g0 += 16) {
         const int64_t gm = std::min<int64_t>(16, ni - g0), kp = (i0 + g0 + gm + 1) / 2;
-        dot_bf16_gemm(false, gm, HS, kp, A + g0 * lda, lda, 1, Vv, L.HSq, Ot + g0 * L.HSq, L.HSq);
+        dot_bf16_gemm_rows(false, gm, HS, kp, A + g0 * lda, lda, Vv, L.HSq, Ot + g0 * L.HSq, L.HSq);
       }
       for (int64_t ii = 0; ii < ni; ++ii) to_bf16(out + (b * T + i0 + ii) * C + h * HS, Ot + ii * L.HSq, HS);
     }
@@ -250,8 +253,8 @@ void attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> dout, s
     bf16* dV = dK + KVH * HS;
     pack_pairs_t(VT, L.Tq, V, C3, T, HS, L.Tq);
     pack_vnni(Kv, L.HSq, K, C3, T, HS, L.Tq, L.HSq);
-    std::fill(dKa, dKa + T * L.HSq, 0.f);
-    std::fill(dVa, dVa + T * L.HSq, 0.f);
+    std::fill(dKa, dKa + L.HSq * L.Tq, 0.f);
+    std::fill(dVa, dVa + L.HSq * L.Tq, 0.f);
     for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
       const int64_t bh = b * NH + h;
       const bf16* Q = qkv.data() + b * T * C3 + h * HS;
@@ -262,13 +265,13 @@ void attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> dout, s
         const int64_t nip = (ni + 1) / 2 * 2;  // query rows padded to a pair
         const bf16* P = probs.data() + (bh * T + i0) * T;
         pack_pairs_rows(dOt, L.HSw, dO + i0 * C, C, ni, HS, ni);
-        pack_vnni(Qv, L.HSq, Q + i0 * C3, C3, ni, HS, nip, L.HSq);
-        pack_vnni(dOv, L.HSq, dO + i0 * C, C, ni, HS, nip, L.HSq);
+        pack_vnni_t(Qv, kRB / 2, Q + i0 * C3, C3, ni, HS, nip);
+        pack_vnni_t(dOv, kRB / 2, dO + i0 * C, C, ni, HS, nip);
         // Forward: out = Pd V  =>  dPd = dO V^T (into dS), per group of 16 queries.
         for (int64_t g0 = 0; g0 < ni; g0 += 16) {
           const int64_t gm = std::min<int64_t>(16, ni - g0);
           const int64_t n_end = std::min(L.Tq, round16(i0 + g0 + gm));
-          dot_bf16_gemm(false, gm, n_end, L.HSw, dOt + g0 * L.HSw, L.HSw, 1, VT, L.Tq, dS + g0 * L.Tq, L.Tq);
+          dot_bf16_gemm_rows(false, gm, n_end, L.HSw, dOt + g0 * L.HSw, L.HSw, VT, L.Tq, dS + g0 * L.Tq, L.Tq);
         }
         // Forward: P = softmax(S)  =>  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) * scale, with
         // dP = dPd * keep / (1-p). dS is rounded to bf16 (rows of dSp) for dQ and dK; Pd (for dV) is P
@@ -294,7 +297,7 @@ void attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> dout, s
           int64_t j = 0;
           for (; j + vec16::kLanes <= n; j += vec16::kLanes) acc += vec16::load16(pf + j) * vec16::load16(sr + j);
           acc += vec16::load_tail(pf + j, n - j) * vec16::load_tail(sr + j, n - j);
-          const float d = vec16::hsum(acc);
+          const float d = hsum16(acc);
           for (int64_t k = 0; k < n; ++k) sr[k] = pf[k] * scale * (sr[k] - d);
           bf16* sp = reinterpret_cast<bf16*>(dSp + ii * (L.Tq / 2));
           to_bf16(sp, sr, n);
@@ -308,18 +311,23 @@ void attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> dout, s
           const bf16* s1 = reinterpret_cast<const bf16*>(dSp + r1 * (L.Tq / 2));
           const bf16* p0 = p > 0.f ? Pdr + r0 * L.Tq : P + r0 * T;
           const bf16* p1 = p > 0.f ? Pdr + r1 * L.Tq : P + r1 * T;
-          const int64_t n0 = std::min(i0 + r0 + 1, jend), n1 = r1 < ni ? std::min(i0 + r1 + 1, jend) : 0;
+          // Each row is zero from its diagonal to jpad (the forward wrote P's upper triangle as zeros;
+          // Pdr and dSp are zero-filled above), so whole rows interleave with no mask.
           bf16x2* pv = PdV + ip * L.Tq;
           bf16x2* sv = dSV + ip * L.Tq;
-          for (int64_t j = 0; j < jpad; ++j) {
-            pv[j] = pair(j < n0 ? p0[j] : bf16{0}, j < n1 ? p1[j] : bf16{0});
-            sv[j] = pair(j < n0 ? s0[j] : bf16{0}, j < n1 ? s1[j] : bf16{0});
+          if (r1 < ni) {
+            for (int64_t j = 0; j < jend; ++j) pv[j] = pair(p0[j], p1[j]);
+            for (int64_t j = 0; j < jend; ++j) sv[j] = pair(s0[j], s1[j]);
+          } else {
+            for (int64_t j = 0; j < jend; ++j) pv[j] = p0[j].bits;
+            for (int64_t j = 0; j < jend; ++j) sv[j] = s0[j].bits;
           }
+          for (int64_t j = jend; j < jpad; ++j) pv[j] = sv[j] = 0;  // past every row's diagonal
         }
         // dQ_i = dS K (fresh, fp32), added to the bf16 dqkv once.
         for (int64_t g0 = 0; g0 < ni; g0 += 16) {
           const int64_t gm = std::min<int64_t>(16, ni - g0), kp = (i0 + g0 + gm + 1) / 2;
-          dot_bf16_gemm(false, gm, HS, kp, dSp + g0 * (L.Tq / 2), L.Tq / 2, 1, Kv, L.HSq, dQt + g0 * L.HSq, L.HSq);
+          dot_bf16_gemm_rows(false, gm, HS, kp, dSp + g0 * (L.Tq / 2), L.Tq / 2, Kv, L.HSq, dQt + g0 * L.HSq, L.HSq);
         }
         for (int64_t ii = 0; ii < ni; ++ii) {
           bf16* q = dQ + (i0 + ii) * C3;
@@ -330,21 +338,14 @@ void attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> dout, s
             to_bf16(q + d0, t, len);
           }
         }
-        // dV[j] += sum_i Pd[i][j] dO[i];  dK[j] += sum_i dS[i][j] Q[i]  (scale already in dS), fp32.
-        dot_bf16_gemm(true, jend, HS, nip / 2, PdV, 1, L.Tq, dOv, L.HSq, dVa, L.HSq);
-        dot_bf16_gemm(true, jend, HS, nip / 2, dSV, 1, L.Tq, Qv, L.HSq, dKa, L.HSq);
+        // dV[j] += sum_i Pd[i][j] dO[i];  dK[j] += sum_i dS[i][j] Q[i]  (scale already in dS), fp32,
+        // transposed (dV^T += dO^T Pd) so that the operand with contiguous rows is dO^T (Q^T).
+        dot_bf16_gemm_rows(true, HS, jend, nip / 2, dOv, kRB / 2, PdV, L.Tq, dVa, L.Tq);
+        dot_bf16_gemm_rows(true, HS, jend, nip / 2, Qv, kRB / 2, dSV, L.Tq, dKa, L.Tq);
       }
     }
-    for (int64_t j = 0; j < T; ++j)
-      for (auto [dst, acc] : {std::pair{dK, dKa}, std::pair{dV, dVa}}) {
-        bf16* r = dst + j * C3;
-        float t[256];
-        for (int64_t d0 = 0; d0 < HS; d0 += 256) {
-          const int64_t len = std::min<int64_t>(256, HS - d0);
-          for (int64_t k = 0; k < len; ++k) t[k] = bf16_to_float(r[d0 + k]) + acc[j * L.HSq + d0 + k];
-          to_bf16(r + d0, t, len);
-        }
-      }
+    add_transposed(dK, C3, dKa, L.Tq, T, HS);
+    add_transposed(dV, C3, dVa, L.Tq, T, HS);
   }
 }
 

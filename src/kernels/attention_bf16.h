@@ -4,8 +4,8 @@
 // + j, p), kept values scaled by 1/(1-p)).
 //
 // Precision. Q K^T, P V and the backward's products run on bf16 operands with fp32 accumulation
-// (dot_bf16.h: vdpbf16ps where the CPU has AVX512_BF16, a portable loop giving identical bits
-// otherwise). Scores, the softmax, its row sums and the softmax backward are fp32. The saved
+// (dot_bf16_gemm_rows, dot_bf16.h: AMX tiles where the CPU has AMX-BF16, else vdpbf16ps where it has
+// AVX512_BF16, else a portable loop giving vdpbf16ps's bits). Scores, the softmax, its row sums and the softmax backward are fp32. The saved
 // probabilities are bf16: they are the largest activation (B*NH*T*T), the spec counts them at two
 // bytes, and P V consumes them as bf16 anyway, so fp32 storage would double the memory for nothing
 // the forward uses. The backward's dS is rounded to bf16 for its two products (as bf16 trainers do);
@@ -14,7 +14,9 @@
 // Kernels never allocate: `workspace` must hold attention_bf16_workspace_floats(...) floats (8-byte
 // aligned). Parallel over (b, h) in the forward and (b, kv head) in the backward; each output
 // element is produced by one thread in a fixed order: bit-identical run to run and for any thread
-// count, and identical between the AVX512_BF16 and the portable path.
+// count on each path, and identical between the AVX512_BF16 and the portable path. The AMX path
+// rounds its sums its own way, so it agrees with those two within the tolerances of the tests
+// against the fp32 kernel, not bit for bit (tests/kernels/test_attention_bf16.cpp runs every path).
 #pragma once
 #include <cstdint>
 #include <span>

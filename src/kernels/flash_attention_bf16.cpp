@@ -1,11 +1,13 @@
 // Flash attention on bf16: see flash_attention_bf16.h. Operands packed per key tile (pack_bf16.h)
-// for the pair micro-kernel (dot_bf16.h).
+// for the pair kernels (dot_bf16_gemm_rows, dot_bf16.h: AMX tiles where the CPU has them); dK and dV
+// accumulate transposed (dK^T += Q^T dS) so every A operand has its pairs along rows.
 #include "kernels/flash_attention_bf16.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "kernels/attention_tile.h"  // dropout_keep_bits
@@ -14,6 +16,7 @@
 #include "kernels/flash_attention.h"  // kFlashBr, kFlashBc
 #include "kernels/pack_bf16.h"
 #include "kernels/vec16.h"
+#include "kernels/vec_bf16.h"
 
 namespace remat::kernels {
 namespace {
@@ -26,29 +29,30 @@ int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 using vec16::kLanes;
 using vec16::v16f;
-// Lanes j..j+15 of a score row, scaled; -inf past n (exp gives 0 there, max ignores it).
+// Lanes j..j+15 of a score row, scaled; -inf past n (exp gives 0 there, max ignores it). The row
+// holds at least j + 16 floats (a tile row of Bc): lanes past n are read and replaced.
 inline v16f lanes(const float* s, int64_t n, int64_t j, float scale) {
-  v16f v;
-  if (j + kLanes <= n) {
-    v = vec16::load16(s + j) * scale;
-  } else {
-    for (int64_t k = 0; k < kLanes; ++k) v[k] = j + k < n ? s[j + k] * scale : -INFINITY;
-  }
-  return v;
+  typedef int32_t v16i __attribute__((vector_size(64)));
+  const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const v16f v = vec16::load16(s + j) * scale;
+  return lane < v16i{} + int32_t(n - j) ? v : v16f{} - INFINITY;
 }
 
 // Per-thread workspace, in 4-byte units; HSw = ceil(HS/2) pair words, HSq = round16(HS).
 //   forward:  Qt [Br x HSw] | KT [HSw x Bc] | Vv [Bc/2 x HSq] | S [Br x Bc] | Pt [Br x Bc/2] | O [Br x HSq] |
 //             m, l [Br] | bits
-//   backward: Qt, dOt [Br x HSw] | Qv, dOv [Br/2 x HSq] | KT, VT [HSw x Bc] | Kv [Bc/2 x HSq] | S, dP [Br x Bc] |
-//             Pd, dSr [Br x Bc/2] | PdV, dSV [Br/2 x Bc] | dQ [Br x HSq] | D [Br] | bits | dKa, dVa [T x HSq]
+//   backward: Qt, dOt [Br x HSw] | Qv, dOv [HSq x Br/2] vnni_t | KT, VT [HSw x Tp] | Kv [Tq/2 x HSq] |
+//             S, dP [Br x Bc] | Pd, dSr [Br x Bc/2] | PdV, dSV [Br/2 x Bc] | dQ [Br x HSq] | D [Br] | bits |
+//             dKa, dVa [HSq x Tp] (transposed); Tq = round16(T) and the row stride Tp = Tq + 16 (rows
+//             a power of two apart would map a tile's 16 rows to a few L1 sets). The kv head's K and V
+//             are packed once for all its query heads and tiles.
 struct Layout {
-  int64_t HSw, HSq;
+  int64_t HSw, HSq, Tq, Tp;
   int64_t bits = 0;                                                      // one word of keep bits, both
   int64_t qt, kt, vv, s, pt, o, m, l;                                    // forward
   int64_t bqt, dot, qv, dov, bkt, vt, kv, bs, dp, pd, dsr, pdv, dsv, dq, d, dka, dva;  // backward
   int64_t total;
-  Layout(int64_t T, int64_t HS) : HSw((HS + 1) / 2), HSq(round16(HS)) {
+  Layout(int64_t T, int64_t HS) : HSw((HS + 1) / 2), HSq(round16(HS)), Tq(round16(T)), Tp(Tq + 16) {
     auto r16 = round16;
     qt = 16;
     kt = qt + r16(Br * HSw);
@@ -64,9 +68,9 @@ struct Layout {
     qv = dot + r16(Br * HSw);
     dov = qv + Br / 2 * HSq;
     bkt = dov + Br / 2 * HSq;
-    vt = bkt + r16(HSw * Bc);
-    kv = vt + r16(HSw * Bc);
-    bs = kv + Bc / 2 * HSq;
+    vt = bkt + r16(HSw * Tp);
+    kv = vt + r16(HSw * Tp);
+    bs = kv + Tq / 2 * HSq;
     dp = bs + Br * Bc;
     pd = dp + Br * Bc;
     dsr = pd + Br * Bc / 2;
@@ -75,8 +79,8 @@ struct Layout {
     dq = dsv + Br / 2 * Bc;
     d = dq + Br * HSq;
     dka = d + r16(Br);
-    dva = dka + T * HSq;
-    total = std::max(fwd_end, dva + T * HSq);
+    dva = dka + HSq * Tp;
+    total = std::max(fwd_end, dva + HSq * Tp);
   }
 };
 
@@ -150,7 +154,7 @@ void flash_attention_bf16_forward(std::span<bf16> out, std::span<float> lse, std
       const int64_t nj = std::min(Bc, jend - j0);
       pack_pairs_t(KT, Bc, K + j0 * C3, C3, nj, HS, Bc);
       pack_vnni(Vv, L.HSq, V + j0 * C3, C3, nj, HS, Bc, L.HSq);
-      dot_bf16_gemm(false, ni, round16(nj), L.HSw, Qt, L.HSw, 1, KT, Bc, S, Bc);
+      dot_bf16_gemm_rows(false, ni, round16(nj), L.HSw, Qt, L.HSw, KT, Bc, S, Bc);
       for (int64_t ii = 0; ii < ni; ++ii) {
         const int64_t i = i0 + ii, cnt = std::min(nj, i - j0 + 1);  // >= 1: tiles are aligned squares
         float* s = S + ii * Bc;
@@ -161,29 +165,37 @@ void flash_attention_bf16_forward(std::span<bf16> out, std::span<float> lse, std
           const v16f v = lanes(s, cnt, j, scale);
           vm = v > vm ? v : vm;
         }
-        float mx = vm[0];
-        for (int k = 1; k < kLanes; ++k) mx = vm[k] > mx ? vm[k] : mx;
+        const float mx = hmax16(vm);
         const float m_new = std::max(m[ii], mx), alpha = exp_fast(m[ii] - m_new);
         v16f acc = {};
-        for (int64_t j = 0; j < cnt; j += kLanes) {
+        int64_t j = 0;
+        for (; j + kLanes <= cnt; j += kLanes) {
+          const v16f e = exp_fast(vec16::load16(s + j) * scale - m_new);
+          acc += e;
+          std::memcpy(s + j, &e, sizeof e);
+        }
+        if (j < cnt) {  // the last chunk whole: its lanes past cnt are exp(-inf) = 0
           const v16f e = exp_fast(lanes(s, cnt, j, scale) - m_new);
           acc += e;
-          for (int64_t k = 0; k < kLanes && j + k < cnt; ++k) s[j + k] = e[k];
+          std::memcpy(s + j, &e, sizeof e);
+          j += kLanes;
         }
-        l[ii] = l[ii] * alpha + vec16::hsum(acc);
+        std::fill(s + j, s + Bc, 0.f);  // the row is now the tile row of P, zero past cnt
+        l[ii] = l[ii] * alpha + hsum16(acc);
         m[ii] = m_new;
-        bf16* pr = reinterpret_cast<bf16*>(Pt + ii * (Bc / 2));
         if (p > 0.f) {
+          bf16* pr = reinterpret_cast<bf16*>(Pt + ii * (Bc / 2));
           dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i) * T + j0), cnt, p);
           for (int64_t j = 0; j < cnt; ++j) pr[j] = dropped(s[j], kept(bits, j), p, inv_keep);
-        } else {
-          to_bf16(pr, s, cnt);
+          std::fill(pr + cnt, pr + Bc, bf16{0});
         }
-        std::fill(pr + cnt, pr + Bc, bf16{0});
         float* o = O + ii * L.HSq;
-        for (int64_t d = 0; d < HS; ++d) o[d] *= alpha;
+        if (alpha != 1.f)  // the running max moved (times 1 changes nothing)
+          for (int64_t d = 0; d < HS; ++d) o[d] *= alpha;
       }
-      dot_bf16_gemm(true, ni, HS, (nj + 1) / 2, Pt, Bc / 2, 1, Vv, L.HSq, O, L.HSq);
+      // Without dropout the tile's rows of P (rows of S, Bc apart as those of Pt) round in one go.
+      if (p == 0.f) to_bf16(reinterpret_cast<bf16*>(Pt), S, ni * Bc);
+      dot_bf16_gemm_rows(true, ni, HS, (nj + 1) / 2, Pt, Bc / 2, Vv, L.HSq, O, L.HSq);
     }
     for (int64_t ii = 0; ii < ni; ++ii) {
       float* o = O + ii * L.HSq;
@@ -220,8 +232,11 @@ void flash_attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> d
     uint64_t* bits = reinterpret_cast<uint64_t*>(ws + L.bits);
     const bf16* K = qkv.data() + b * T * C3 + (NH + kvh) * HS;
     const bf16* V = K + KVH * HS;
-    std::fill(dKa, dKa + T * L.HSq, 0.f);
-    std::fill(dVa, dVa + T * L.HSq, 0.f);
+    pack_pairs_t(KT, L.Tp, K, C3, T, HS, L.Tq);
+    pack_pairs_t(VT, L.Tp, V, C3, T, HS, L.Tq);
+    pack_vnni(Kv, L.HSq, K, C3, T, HS, L.Tq, L.HSq);
+    std::fill(dKa, dKa + L.HSq * L.Tp, 0.f);
+    std::fill(dVa, dVa + L.HSq * L.Tp, 0.f);
     for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
       const int64_t bh = b * NH + h;
       const bf16* Q = qkv.data() + b * T * C3 + h * HS;
@@ -231,24 +246,24 @@ void flash_attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> d
         const int64_t ni = std::min(Br, T - i0), jend = i0 + ni, nip = (ni + 1) / 2 * 2;
         pack_pairs_rows(Qt, L.HSw, Q + i0 * C3, C3, ni, HS, ni);
         pack_pairs_rows(dOt, L.HSw, dO + i0 * C, C, ni, HS, ni);
-        pack_vnni(Qv, L.HSq, Q + i0 * C3, C3, ni, HS, nip, L.HSq);
-        pack_vnni(dOv, L.HSq, dO + i0 * C, C, ni, HS, nip, L.HSq);
+        pack_vnni_t(Qv, Br / 2, Q + i0 * C3, C3, ni, HS, nip);
+        pack_vnni_t(dOv, Br / 2, dO + i0 * C, C, ni, HS, nip);
         // D_i = dO_i . O_i = sum_j P_ij dP_ij (the softmax backward's row term), in fp32.
+        // In 16 lanes and a fixed tree (the tail zero-padded).
         for (int64_t ii = 0; ii < ni; ++ii) {
-          float acc = 0.f;
-          for (int64_t d = 0; d < HS; ++d)
-            acc += bf16_to_float(dO[(i0 + ii) * C + d]) * bf16_to_float(Ob[(i0 + ii) * C + d]);
-          D[ii] = acc;
+          const bf16 *g = dO + (i0 + ii) * C, *o = Ob + (i0 + ii) * C;
+          v16f acc = {};
+          int64_t d = 0;
+          for (; d + kLanes <= HS; d += kLanes) acc += vec_bf16::load16(g + d) * vec_bf16::load16(o + d);
+          if (d < HS) acc += vec_bf16::load_tail(g + d, HS - d) * vec_bf16::load_tail(o + d, HS - d);
+          D[ii] = hsum16(acc);
         }
         std::fill(dQ, dQ + ni * L.HSq, 0.f);
         for (int64_t j0 = 0; j0 < jend; j0 += Bc) {
           const int64_t nj = std::min(Bc, jend - j0), njq = round16(nj);
-          pack_pairs_t(KT, Bc, K + j0 * C3, C3, nj, HS, Bc);
-          pack_pairs_t(VT, Bc, V + j0 * C3, C3, nj, HS, Bc);
-          pack_vnni(Kv, L.HSq, K + j0 * C3, C3, nj, HS, Bc, L.HSq);
           // S = Q K^T and dPd = dO V^T for the tile.
-          dot_bf16_gemm(false, ni, njq, L.HSw, Qt, L.HSw, 1, KT, Bc, S, Bc);
-          dot_bf16_gemm(false, ni, njq, L.HSw, dOt, L.HSw, 1, VT, Bc, dP, Bc);
+          dot_bf16_gemm_rows(false, ni, njq, L.HSw, Qt, L.HSw, KT + j0, L.Tp, S, Bc);
+          dot_bf16_gemm_rows(false, ni, njq, L.HSw, dOt, L.HSw, VT + j0, L.Tp, dP, Bc);
           for (int64_t ii = 0; ii < ni; ++ii) {
             const int64_t i = i0 + ii, cnt = std::min(nj, i - j0 + 1);
             const float li = lse[bh * T + i], Di = D[ii];
@@ -256,9 +271,14 @@ void flash_attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> d
             float* dp = dP + ii * Bc;  // -> dS
             bf16* pd = Pd + ii * Bc;
             bf16* ds = dSr + ii * Bc;
-            for (int64_t j = 0; j < cnt; j += kLanes) {
+            int64_t j = 0;
+            for (; j + kLanes <= cnt; j += kLanes) {
+              const v16f P = exp_fast(vec16::load16(s + j) * scale - li);
+              std::memcpy(s + j, &P, sizeof P);
+            }
+            if (j < cnt) {
               const v16f P = exp_fast(lanes(s, cnt, j, scale) - li);
-              for (int64_t k = 0; k < kLanes && j + k < cnt; ++k) s[j + k] = P[k];
+              for (int64_t k = 0; j + k < cnt; ++k) s[j + k] = P[k];
             }
             if (p > 0.f) {
               dropout_keep_bits(bits, seed, offset + uint64_t((bh * T + i) * T + j0), cnt, p);
@@ -285,19 +305,18 @@ void flash_attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> d
               dSV[ip * Bc + j] = pair(dSr[2 * ip * Bc + j], dSr[(2 * ip + 1) * Bc + j]);
             }
           // dQ += dS K;  dV[j] += sum_i Pd[i][j] dO[i];  dK[j] += sum_i dS[i][j] Q[i]  (scale in dS).
-          dot_bf16_gemm(true, ni, HS, (nj + 1) / 2, reinterpret_cast<const bf16x2*>(dSr), Bc / 2, 1, Kv, L.HSq, dQ,
-                        L.HSq);
-          dot_bf16_gemm(true, nj, HS, nip / 2, PdV, 1, Bc, dOv, L.HSq, dVa + j0 * L.HSq, L.HSq);
-          dot_bf16_gemm(true, nj, HS, nip / 2, dSV, 1, Bc, Qv, L.HSq, dKa + j0 * L.HSq, L.HSq);
+          dot_bf16_gemm_rows(true, ni, HS, (nj + 1) / 2, reinterpret_cast<const bf16x2*>(dSr), Bc / 2, Kv + j0 / 2 * L.HSq, L.HSq, dQ,
+                             L.HSq);
+          // Transposed: dV^T += dO^T Pd, dK^T += Q^T dS (rows of dO^T and Q^T contiguous).
+          dot_bf16_gemm_rows(true, HS, nj, nip / 2, dOv, Br / 2, PdV, Bc, dVa + j0, L.Tp);
+          dot_bf16_gemm_rows(true, HS, nj, nip / 2, Qv, Br / 2, dSV, Bc, dKa + j0, L.Tp);
         }
         for (int64_t ii = 0; ii < ni; ++ii)
           add_row(dqkv.data() + b * T * C3 + (i0 + ii) * C3 + h * HS, dQ + ii * L.HSq, HS);
       }
     }
-    for (int64_t j = 0; j < T; ++j) {
-      add_row(dqkv.data() + b * T * C3 + j * C3 + (NH + kvh) * HS, dKa + j * L.HSq, HS);
-      add_row(dqkv.data() + b * T * C3 + j * C3 + (NH + KVH + kvh) * HS, dVa + j * L.HSq, HS);
-    }
+    add_transposed(dqkv.data() + b * T * C3 + (NH + kvh) * HS, C3, dKa, L.Tp, T, HS);
+    add_transposed(dqkv.data() + b * T * C3 + (NH + KVH + kvh) * HS, C3, dVa, L.Tp, T, HS);
   }
 }
 

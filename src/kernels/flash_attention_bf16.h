@@ -3,16 +3,18 @@
 // x kFlashBc keys with an online softmax). No (T, T) buffer: the forward saves only the fp32 per-row
 // log-sum-exp, the backward recomputes the probabilities tile by tile from it.
 //
-// Precision as attention_bf16.h: products on bf16 pairs with fp32 accumulation (dot_bf16.h:
-// vdpbf16ps or the bit-identical portable loop); scores, the online max and sum, lse, and the
+// Precision as attention_bf16.h: products on bf16 pairs with fp32 accumulation (dot_bf16_gemm_rows:
+// AMX tiles, vdpbf16ps or the portable loop with vdpbf16ps's bits); scores, the online max and sum, lse, and the
 // softmax backward in fp32. The probabilities of a tile are rounded to bf16 for P V and dV, and dS
 // for dQ and dK. The backward's row term D_i = dO_i . O_i is taken from the bf16 output.
 //
 // Workspace: the forward needs O(tile * (HS + tile)) floats per thread, independent of T. The
-// backward also accumulates a kv head's dK and dV in fp32 (2 * T * HS floats per thread) before
-// adding them to the bf16 dqkv once. Forward parallel over (b, h, query tile), backward over
-// (b, kv head); every output element is produced by one thread in a fixed order: bit-identical run
-// to run, for any thread count, and between the AVX512_BF16 and portable paths.
+// backward also holds a kv head's K and V packed for the products (1.5 * T * HS floats per thread)
+// and accumulates its dK and dV in fp32 (2 * T * HS floats, stored transposed) before adding them
+// to the bf16 dqkv once. Forward parallel over (b, h, query tile),
+// backward over (b, kv head); every output element is produced by one thread in a fixed order:
+// bit-identical run to run and for any thread count on each path, and between the AVX512_BF16 and
+// portable paths; the AMX path agrees with those two to the tests' tolerances, not bit for bit.
 #pragma once
 #include <cstdint>
 #include <span>

@@ -1,7 +1,8 @@
 // The bf16 naive attention against the fp32 kernel (attention.h) on the same bf16 values widened,
-// with and without dropout, multi-head and grouped-query, odd T and odd HS; the AVX512_BF16 and
-// portable paths bit for bit; thread-count independence; probs-only recompute bit for bit; and the
-// pair micro-kernel alone.
+// with and without dropout, multi-head and grouped-query, odd T and odd HS, on every product path
+// the CPU has (AMX, AVX512_BF16, portable); the AVX512_BF16 and portable paths bit for bit;
+// thread-count independence and probs-only recompute bit for bit on each path; and the pair
+// micro-kernels alone (the AMX one: edges, padding, blocking).
 #include "kernels/attention_bf16.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fd_check.h"
@@ -37,6 +39,31 @@ std::vector<float> f32(const std::vector<bf16>& v) {
   to_float(o.data(), v.data(), int64_t(v.size()));
   return o;
 }
+// The product paths this CPU can run (dot_bf16.h), and a scope that selects one.
+struct Path {
+  const char* name;
+  Bf16Isa isa;
+  bool amx;
+};
+std::vector<Path> paths() {
+  std::vector<Path> v;
+  if (dot_bf16_path::amx_available()) v.push_back({"amx_bf16", Bf16Isa::Avx512Bf16, true});
+  if (bf16_cpu_isa() == Bf16Isa::Avx512Bf16) v.push_back({"avx512_bf16", Bf16Isa::Avx512Bf16, false});
+  v.push_back({"portable", Bf16Isa::Portable, false});
+  return v;
+}
+struct UsePath {
+  Bf16Isa isa;
+  bool amx;
+  explicit UsePath(const Path& p) : isa(set_bf16_isa(p.isa)), amx(set_dot_bf16_amx(p.amx)) {
+    EXPECT_STREQ(dot_bf16_rows_path(), p.name);
+  }
+  ~UsePath() {
+    set_bf16_isa(isa);
+    set_dot_bf16_amx(amx);
+  }
+};
+
 int ord(bf16 h) { return (h.bits & 0x8000) ? -int(h.bits & 0x7FFF) : int(h.bits); }
 bool same(const std::vector<bf16>& a, const std::vector<bf16>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 2) == 0;
@@ -103,9 +130,11 @@ const Dims kDims[] = {{2, 100, 4, 2, 16}, {1, 67, 2, 2, 7}, {1, 130, 3, 1, 32}};
 //    part (Q, K or V) plus 2^-7 of its own magnitude. Measured worst case: under a third of 2^-6.
 //  A wrong scale, mask, head mapping, dropout mask or missing term moves results by O(1) of those.
 TEST(AttentionBf16, MatchesFp32Kernel) {
+  for (const Path& path : paths())
   for (const Dims& d : kDims)
     for (float p : {0.f, 0.1f}) {
-      const std::string at = d.str() + " p=" + std::to_string(p);
+      const UsePath use(path);
+      const std::string at = std::string(path.name) + " " + d.str() + " p=" + std::to_string(p);
       const auto qkv = b16(randn(d.qkv(), 1, 1.5f)), dout = b16(randn(d.out(), 2)), dq0 = b16(randn(d.qkv(), 3));
       const Run16 r = run16(d, qkv, dout, dq0, p);
       const auto qkvf = f32(qkv);
@@ -145,23 +174,82 @@ TEST(AttentionBf16, MatchesFp32Kernel) {
 TEST(AttentionBf16, PathsThreadsAndRecomputeBitIdentical) {
   const Dims d{2, 100, 4, 2, 16};
   const auto qkv = b16(randn(d.qkv(), 4, 1.5f)), dout = b16(randn(d.out(), 5)), dq0 = b16(randn(d.qkv(), 6));
-  for (float p : {0.f, 0.1f}) {
-    const Run16 a = run16(d, qkv, dout, dq0, p, 2);
-    const Run16 one = run16(d, qkv, dout, dq0, p, 1);
-    EXPECT_TRUE(same(a.out, one.out) && same(a.probs, one.probs) && same(a.dqkv, one.dqkv)) << "threads, p=" << p;
-    if (bf16_cpu_isa() == Bf16Isa::Avx512Bf16) {
-      const Bf16Isa prev = set_bf16_isa(Bf16Isa::Portable);
-      const Run16 port = run16(d, qkv, dout, dq0, p, 2);
-      set_bf16_isa(prev);
-      EXPECT_TRUE(same(a.out, port.out)) << "out, portable vs avx512_bf16, p=" << p;
-      EXPECT_TRUE(same(a.probs, port.probs)) << "probs, portable vs avx512_bf16, p=" << p;
-      EXPECT_TRUE(same(a.dqkv, port.dqkv)) << "dqkv, portable vs avx512_bf16, p=" << p;
+  for (const Path& path : paths())
+    for (float p : {0.f, 0.1f}) {
+      const UsePath use(path);
+      const std::string at = std::string(path.name) + " p=" + std::to_string(p);
+      const Run16 a = run16(d, qkv, dout, dq0, p, 2);
+      const Run16 again = run16(d, qkv, dout, dq0, p, 2);
+      EXPECT_TRUE(same(a.out, again.out) && same(a.probs, again.probs) && same(a.dqkv, again.dqkv)) << "rerun, " << at;
+      const Run16 one = run16(d, qkv, dout, dq0, p, 1);
+      EXPECT_TRUE(same(a.out, one.out) && same(a.probs, one.probs) && same(a.dqkv, one.dqkv)) << "threads, " << at;
+      std::vector<bf16> probs(d.probs(), float_to_bf16(-3.f));
+      std::vector<float> ws(attention_bf16_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, 2));
+      attention_bf16_probs_forward(probs, qkv, d.B, d.T, d.NH, d.KVH, d.HS, ws);
+      EXPECT_TRUE(same(probs, a.probs)) << "probs-only recompute, " << at;
+      // vdpbf16ps and its portable emulation: the same bits (AMX rounds its sums its own way).
+      if (path.isa == Bf16Isa::Avx512Bf16 && !path.amx) {
+        const UsePath port(paths().back());
+        const Run16 b = run16(d, qkv, dout, dq0, p, 2);
+        EXPECT_TRUE(same(a.out, b.out)) << "out, portable vs avx512_bf16, p=" << p;
+        EXPECT_TRUE(same(a.probs, b.probs)) << "probs, portable vs avx512_bf16, p=" << p;
+        EXPECT_TRUE(same(a.dqkv, b.dqkv)) << "dqkv, portable vs avx512_bf16, p=" << p;
+      }
     }
-    std::vector<bf16> probs(d.probs(), float_to_bf16(-3.f));
-    std::vector<float> ws(attention_bf16_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, 2));
-    attention_bf16_probs_forward(probs, qkv, d.B, d.T, d.NH, d.KVH, d.HS, ws);
-    EXPECT_TRUE(same(probs, a.probs)) << "probs-only recompute, p=" << p;
-  }
+}
+
+// The AMX product (dot_bf16_gemm_rows) on edge shapes: it reads nothing outside M x KP of A and
+// KP x N of B (NaN there would spread into C), writes nothing outside M x N of C, agrees with the
+// portable emulation to fp32 rounding, gives the same bits however the caller blocks rows and
+// columns, and the same bits when KP is extended by zero pairs (the naive kernel's P V runs each
+// group of queries over the keys it needs; a row's zeros past its diagonal must add nothing).
+TEST(AttentionBf16, AmxRowsKernelEdgesAndBlocking) {
+  if (!dot_bf16_path::amx_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU";
+  const UsePath use(paths().front());
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  auto word = [&] { return uint32_t(float_to_bf16(nd(rng)).bits) | (uint32_t(float_to_bf16(nd(rng)).bits) << 16); };
+  const uint32_t nan_word = 0x7FC07FC0u;
+  const float sentinel = std::bit_cast<float>(0x7FC01234u);
+  for (auto [M, N, KP] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {37, 45, 21}, {64, 64, 32}, {16, 16, 16}, {5, 3, 1}, {33, 17, 48}, {1, 70, 7}, {20, 9, 0}})
+    for (bool acc : {false, true}) {
+      const std::string at = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " KP=" + std::to_string(KP) +
+                             " acc=" + std::to_string(acc);
+      const int64_t KPx = KP + 5, lda = KPx + 3, ldb = N + 7, ldc = N + 2;  // KPx: KP and 5 zero pairs
+      std::vector<uint32_t> A(M * lda + 16 * lda, nan_word), B((KPx + 16) * ldb, nan_word);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < KPx; ++k) A[m * lda + k] = k < KP ? word() : 0u;
+      for (int64_t k = 0; k < KPx; ++k)
+        for (int64_t n = 0; n < N; ++n) B[k * ldb + n] = k < KP ? word() : 0u;
+      std::vector<float> C0((M + 16) * ldc, sentinel);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) C0[m * ldc + n] = nd(rng);
+      auto ref = C0, got = C0, blocked = C0, longer = C0;
+      dot_bf16_path::gemm_portable(acc, M, N, KP, A.data(), lda, 1, B.data(), ldb, ref.data(), ldc);
+      dot_bf16_gemm_rows(acc, M, N, KP, A.data(), lda, B.data(), ldb, got.data(), ldc);
+      for (int64_t m0 = 0; m0 < M; m0 += 7)
+        for (int64_t n0 = 0; n0 < N; n0 += 13)
+          dot_bf16_gemm_rows(acc, std::min<int64_t>(7, M - m0), std::min<int64_t>(13, N - n0), KP, A.data() + m0 * lda,
+                             lda, B.data() + n0, ldb, blocked.data() + m0 * ldc + n0, ldc);
+      dot_bf16_gemm_rows(acc, M, N, KPx, A.data(), lda, B.data(), ldb, longer.data(), ldc);
+      for (int64_t i = 0; i < int64_t(C0.size()); ++i) {
+        const int64_t m = i / ldc, n = i % ldc;
+        if (m >= M || n >= N) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(sentinel)) << at << ": wrote outside C at " << i;
+          continue;
+        }
+        double mag = acc ? std::fabs(C0[i]) : 0.0;  // sum of |terms|
+        for (int64_t k = 0; k < KP; ++k) {
+          const uint32_t a = A[m * lda + k], b = B[k * ldb + n];
+          mag += std::fabs(double(std::bit_cast<float>(a << 16)) * std::bit_cast<float>(b << 16)) +
+                 std::fabs(double(std::bit_cast<float>(a & 0xFFFF0000u)) * std::bit_cast<float>(b & 0xFFFF0000u));
+        }
+        ASSERT_NEAR(got[i], ref[i], 1e-6 * mag + 1e-30) << at << " at m=" << m << " n=" << n;
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(blocked[i])) << at << ": blocking, m=" << m << " n=" << n;
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(longer[i])) << at << ": zero pairs, m=" << m << " n=" << n;
+      }
+    }
 }
 
 // The micro-kernel's two paths on every kind of value (random bit patterns: NaN, inf, denormals,

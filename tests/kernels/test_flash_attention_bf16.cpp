@@ -1,6 +1,7 @@
 // The bf16 flash attention against the fp32 flash kernel (flash_attention.h) on the same bf16 values
-// widened, with and without dropout, multi-head and grouped-query, odd T and HS; the AVX512_BF16
-// and portable paths bit for bit; thread-count independence.
+// widened, with and without dropout, multi-head and grouped-query, odd T and HS, on every product
+// path the CPU has (AMX, AVX512_BF16, portable); the AVX512_BF16 and portable paths bit for bit;
+// run-to-run and thread-count independence on each path.
 #include "kernels/flash_attention_bf16.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 
 #include "fd_check.h"
 #include "kernels/bf16.h"
+#include "kernels/dot_bf16.h"
 #include "kernels/flash_attention.h"
 
 using namespace remat::kernels;
@@ -36,6 +38,31 @@ template <class T>
 bool same(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
+
+// The product paths this CPU can run (dot_bf16.h), and a scope that selects one.
+struct Path {
+  const char* name;
+  Bf16Isa isa;
+  bool amx;
+};
+std::vector<Path> paths() {
+  std::vector<Path> v;
+  if (dot_bf16_path::amx_available()) v.push_back({"amx_bf16", Bf16Isa::Avx512Bf16, true});
+  if (bf16_cpu_isa() == Bf16Isa::Avx512Bf16) v.push_back({"avx512_bf16", Bf16Isa::Avx512Bf16, false});
+  v.push_back({"portable", Bf16Isa::Portable, false});
+  return v;
+}
+struct UsePath {
+  Bf16Isa isa;
+  bool amx;
+  explicit UsePath(const Path& p) : isa(set_bf16_isa(p.isa)), amx(set_dot_bf16_amx(p.amx)) {
+    EXPECT_STREQ(dot_bf16_rows_path(), p.name);
+  }
+  ~UsePath() {
+    set_bf16_isa(isa);
+    set_dot_bf16_amx(amx);
+  }
+};
 
 struct Dims {
   int64_t B, T, NH, KVH, HS;
@@ -94,9 +121,11 @@ const Dims kDims[] = {{1, 256, 2, 2, 8}, {2, 100, 4, 2, 16}, {1, 67, 2, 2, 7}, {
 //  - dqkv: bf16 P, dS and O (in D = dO . O) each round at 2^-8, and terms cancel: 2^-6 of the part's
 //    largest gradient plus 2^-7 of its own magnitude. Measured worst case: about half of 2^-6.
 TEST(FlashAttentionBf16, MatchesFp32Kernel) {
+  for (const Path& path : paths())
   for (const Dims& d : kDims)
     for (float p : {0.f, 0.1f}) {
-      const std::string at = d.str() + " p=" + std::to_string(p);
+      const UsePath use(path);
+      const std::string at = std::string(path.name) + " " + d.str() + " p=" + std::to_string(p);
       const auto qkv = b16(randn(d.qkv(), 1, 1.5f)), dout = b16(randn(d.out(), 2)), dq0 = b16(randn(d.qkv(), 3));
       const Run16 r = run16(d, qkv, dout, dq0, p);
       const auto qkvf = f32(qkv);
@@ -134,16 +163,21 @@ TEST(FlashAttentionBf16, MatchesFp32Kernel) {
 TEST(FlashAttentionBf16, PathsAndThreadsBitIdentical) {
   const Dims d{2, 100, 4, 2, 16};
   const auto qkv = b16(randn(d.qkv(), 4, 1.5f)), dout = b16(randn(d.out(), 5)), dq0 = b16(randn(d.qkv(), 6));
-  for (float p : {0.f, 0.1f}) {
-    const Run16 a = run16(d, qkv, dout, dq0, p, 2);
-    const Run16 one = run16(d, qkv, dout, dq0, p, 1);
-    EXPECT_TRUE(same(a.out, one.out) && same(a.lse, one.lse) && same(a.dqkv, one.dqkv)) << "threads, p=" << p;
-    if (bf16_cpu_isa() == Bf16Isa::Avx512Bf16) {
-      const Bf16Isa prev = set_bf16_isa(Bf16Isa::Portable);
-      const Run16 port = run16(d, qkv, dout, dq0, p, 2);
-      set_bf16_isa(prev);
-      EXPECT_TRUE(same(a.out, port.out) && same(a.lse, port.lse)) << "forward, portable vs avx512_bf16, p=" << p;
-      EXPECT_TRUE(same(a.dqkv, port.dqkv)) << "dqkv, portable vs avx512_bf16, p=" << p;
+  for (const Path& path : paths())
+    for (float p : {0.f, 0.1f}) {
+      const UsePath use(path);
+      const std::string at = std::string(path.name) + " p=" + std::to_string(p);
+      const Run16 a = run16(d, qkv, dout, dq0, p, 2);
+      const Run16 again = run16(d, qkv, dout, dq0, p, 2);
+      EXPECT_TRUE(same(a.out, again.out) && same(a.lse, again.lse) && same(a.dqkv, again.dqkv)) << "rerun, " << at;
+      const Run16 one = run16(d, qkv, dout, dq0, p, 1);
+      EXPECT_TRUE(same(a.out, one.out) && same(a.lse, one.lse) && same(a.dqkv, one.dqkv)) << "threads, " << at;
+      // vdpbf16ps and its portable emulation: the same bits (AMX rounds its sums its own way).
+      if (path.isa == Bf16Isa::Avx512Bf16 && !path.amx) {
+        const UsePath port(paths().back());
+        const Run16 b = run16(d, qkv, dout, dq0, p, 2);
+        EXPECT_TRUE(same(a.out, b.out) && same(a.lse, b.lse)) << "forward, portable vs avx512_bf16, p=" << p;
+        EXPECT_TRUE(same(a.dqkv, b.dqkv)) << "dqkv, portable vs avx512_bf16, p=" << p;
+      }
     }
-  }
 }
