@@ -44,7 +44,8 @@ inline v16f sqrt16(v16f v) {
 }  // namespace
 
 void adamw_update(std::span<float> params, std::span<const float> grads, std::span<float> m, std::span<float> v,
-                  int64_t N, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+                  int64_t N, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  bf16* lowp) {
   REMAT_ASSERT(int64_t(params.size()) >= N && int64_t(grads.size()) >= N && int64_t(m.size()) >= N &&
                    int64_t(v.size()) >= N, "adamw_update: span too small");
   REMAT_ASSERT(t >= 1, "adamw_update: step t is 1-based");
@@ -58,17 +59,22 @@ void adamw_update(std::span<float> params, std::span<const float> grads, std::sp
   const float* g = grads.data();
   float* pm = m.data();
   float* pv = v.data();
-  const int64_t nblocks = (N + kVec - 1) / kVec;
+  constexpr int64_t kChunk = 64 * kVec;  // a chunk's params are narrowed to bf16 while in L1
+  const int64_t nchunks = (N + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < nblocks; ++blk) {
-    const int64_t i = blk * kVec, n = std::min(kVec, N - i);
-    const v16f gi = load16(g + i, n);
-    const v16f mi = beta1 * load16(pm + i, n) + (1.0f - beta1) * gi;
-    const v16f vi = beta2 * load16(pv + i, n) + (1.0f - beta2) * gi * gi;
-    const v16f denom = sqrt16(vi) * inv_sqrt_bc2 + eps;
-    store16(pm + i, mi, n);
-    store16(pv + i, vi, n);
-    store16(p + i, load16(p + i, n) * decay - step_size * (mi / denom), n);
+  for (int64_t c = 0; c < nchunks; ++c) {
+    const int64_t c0 = c * kChunk, c1 = std::min(N, c0 + kChunk);
+    for (int64_t i = c0; i < c1; i += kVec) {
+      const int64_t n = std::min(kVec, c1 - i);
+      const v16f gi = load16(g + i, n);
+      const v16f mi = beta1 * load16(pm + i, n) + (1.0f - beta1) * gi;
+      const v16f vi = beta2 * load16(pv + i, n) + (1.0f - beta2) * gi * gi;
+      const v16f denom = sqrt16(vi) * inv_sqrt_bc2 + eps;
+      store16(pm + i, mi, n);
+      store16(pv + i, vi, n);
+      store16(p + i, load16(p + i, n) * decay - step_size * (mi / denom), n);
+    }
+    if (lowp) to_bf16(lowp + c0, p + c0, c1 - c0);
   }
 }
 

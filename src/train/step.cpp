@@ -253,10 +253,10 @@ void adamw_step(Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v, co
     if (s.clip > 0 && norm > s.clip) kernels::scale_inplace(p.grad.span(), float(s.clip / norm));
     // GPT-2 and LLaMA practice: no weight decay on biases and norm gains (1-D tensors).
     const float wd = p.value.shape().size() >= 2 ? s.weight_decay : 0.0f;
+    // The matmuls' bf16 copy (--precision bf16) follows its updated master, in the same pass.
     kernels::adamw_update(p.value.span(), p.grad.cspan(), m[i].span(), v[i].span(), p.value.numel(), lr, s.beta1,
-                          s.beta2, s.eps, wd, t);
+                          s.beta2, s.eps, wd, t, p.lowp.defined() ? p.lowp.data_bf16() : nullptr);
   }
-  model.refresh_lowp();  // the matmuls' bf16 copies follow the updated masters
 }
 
 float evaluate_loss(const Model& model, const MicroBatch& mb) {
