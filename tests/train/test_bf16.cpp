@@ -21,16 +21,14 @@
 #include "planner/planner.h"
 #include "train/step.h"
 #include "train/trainer.h"
+#include "learning.h"
+#include "strategy_run.h"
 
 using namespace remat;
 
 namespace {
 
-struct Grads {
-  float loss = 0;
-  std::vector<std::vector<float>> g;
-  StepMeasure m;
-};
+using namespace strategy_test;
 
 enum class Prec { F32, BF16, BF16Fp32Residual };
 std::string prec_label(Prec p) {
@@ -39,54 +37,9 @@ std::string prec_label(Prec p) {
 
 ModelConfig tiny(Arch arch, int L, float dropout, Prec prec,
                  autograd::AttentionKind att = autograd::AttentionKind::Naive) {
-  ModelConfig c;
-  c.arch = arch;
-  c.L = L; c.C = 32; c.NH = 4; c.T = 16; c.V = 64; c.dropout = dropout; c.attention = att;
-  if (arch == Arch::Llama) c.KVH = 2;  // grouped-query attention
-  c.precision = prec == Prec::F32 ? DType::F32 : DType::BF16;
-  c.fp32_residual = prec == Prec::BF16Fp32Residual;
-  return c;
+  return strategy_test::tiny(arch, L, dropout, att, prec == Prec::F32 ? DType::F32 : DType::BF16,
+                             prec == Prec::BF16Fp32Residual);
 }
-
-planner::StepTrace trace(const ModelConfig& cfg, const autograd::Policy* policy = nullptr) {
-  return planner::trace_step(*planner::shape_only_model(cfg), 2, cfg.T, policy);
-}
-
-Grads run(const ModelConfig& cfg, const std::string& strategy, bool recompute_last = false, int micro_steps = 1,
-          const NamePolicy* policy = nullptr, bool replay_internals = false, uint64_t init_seed = 7) {
-  const auto mp = make_model(cfg);
-  Model& model = *mp;
-  model.init(init_seed);
-  const int64_t B = 2, T = cfg.T;
-  std::mt19937 gen(3);
-  std::vector<int32_t> in(size_t(B * T * micro_steps)), tg(in.size());
-  for (auto& t : in) t = int32_t(gen() % cfg.V);
-  for (auto& t : tg) t = int32_t(gen() % cfg.V);
-  StepOptions so;
-  so.schedule = make_schedule(parse_strategy(strategy, int(cfg.L), recompute_last, replay_internals), int(cfg.L));
-  so.policy = policy;
-  Grads r;
-  model.zero_grad();
-  for (int k = 0; k < micro_steps; ++k) {
-    MicroBatch mb{std::span<const int32_t>(in).subspan(size_t(k * B * T), size_t(B * T)),
-                  std::span<const int32_t>(tg).subspan(size_t(k * B * T), size_t(B * T)), B, T};
-    r.loss += forward_backward(model, mb, double(B * T * micro_steps), step_rng(11, 5, uint64_t(k)), so, &r.m);
-  }
-  for (auto& p : model.params()) r.g.emplace_back(p.grad.data(), p.grad.data() + p.grad.numel());
-  return r;
-}
-
-void expect_bit_identical(const Grads& a, const Grads& b, const std::string& what) {
-  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(float)), 0) << what << ": loss " << a.loss << " vs " << b.loss;
-  ASSERT_EQ(a.g.size(), b.g.size());
-  for (size_t i = 0; i < a.g.size(); ++i) {
-    ASSERT_EQ(a.g[i].size(), b.g[i].size());
-    ASSERT_EQ(std::memcmp(a.g[i].data(), b.g[i].data(), a.g[i].size() * sizeof(float)), 0)
-        << what << ": gradient of parameter #" << i << " differs";
-  }
-}
-
-std::string arch_label(Arch a) { return a == Arch::Llama ? "llama" : "gpt2"; }
 
 }  // namespace
 
@@ -96,7 +49,7 @@ TEST_P(Bf16Strategies, BitIdenticalToStoreEverythingAndMeasuredExactly) {
   const auto [arch, prec] = GetParam();
   const int L = 5;
   const ModelConfig cfg = tiny(arch, L, 0.1f, prec);
-  const Grads ref = run(cfg, "none");
+  const Grads ref = run(cfg, "none", false);
   ASSERT_TRUE(std::isfinite(ref.loss));
   const planner::StepTrace tr = trace(cfg);
   // |x| is the residual stream's: bf16, or fp32 with --fp32-residual.
@@ -123,7 +76,7 @@ TEST_P(Bf16Strategies, EveryPolicyNaiveAndFlashIsBitIdentical) {
     const ModelConfig cfg =
         tiny(arch, L, 0.1f, prec, flash ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive);
     const auto dry = planner::shape_only_model(cfg);
-    const Grads ref = run(cfg, "none");
+    const Grads ref = run(cfg, "none", false);
     for (const std::string& pname : dry->policy_names()) {
       const NamePolicy policy = dry->policy(pname);
       const planner::StepTrace tr = trace(cfg, &policy);
@@ -162,7 +115,7 @@ TEST_P(Bf16VsFp32, ActivationBytesAreHalfPlusTheFp32Statistics) {
   const int L = 4;
   const ModelConfig c32 = tiny(GetParam(), L, 0.0f, Prec::F32), c16 = tiny(GetParam(), L, 0.0f, Prec::BF16);
   for (const char* s : {"none", "all", "block", "sqrt", "uniform:2"}) {
-    const Grads a = run(c32, s), b = run(c16, s);
+    const Grads a = run(c32, s, false), b = run(c16, s, false);
     const size_t f32_part = b.m.peak_activation_by_dtype[size_t(DType::F32)];
     const size_t bf16_part = b.m.peak_activation_by_dtype[size_t(DType::BF16)];
     EXPECT_EQ(f32_part + bf16_part, b.m.peak_activation) << s;
@@ -182,7 +135,7 @@ TEST_P(Bf16VsFp32, LossAndGradientsAreCloseToFp32) {
     ModelConfig c16 = c32;
     c16.precision = DType::BF16;
     c16.fp32_residual = prec == Prec::BF16Fp32Residual;
-    const Grads a = run(c32, "none"), b = run(c16, "none");
+    const Grads a = run(c32, "none", false), b = run(c16, "none", false);
     EXPECT_NEAR(b.loss, a.loss, 1e-2 * std::fabs(a.loss)) << prec_label(prec);
     EXPECT_NE(std::memcmp(&a.loss, &b.loss, sizeof(float)), 0) << "bf16 must actually run in bf16";
     const auto dry = planner::shape_only_model(c32);
@@ -252,19 +205,8 @@ TEST(Bf16Learning, TrainsTinyShakespeareAsWellAsFp32) {
   const std::string path = std::string(REMAT_SHARED_DIR) + "/data/tinyshakespeare.txt";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "needs " << path << " (the ../shared folder is absent)";
   auto train = [&](DType prec) {
-    TrainOptions o;  // the learning test's config (test_model.cpp), 400 steps
-    o.model.arch = Arch::GPT2;
-    o.model.L = 4; o.model.C = 128; o.model.NH = 4; o.model.T = 64; o.model.V = 256;
+    TrainOptions o = learning_test::options(Arch::GPT2, path, 400);  // the learning test's config, 400 steps
     o.model.precision = prec;
-    o.data = path;
-    o.steps = 400;
-    o.batch = 16;
-    o.lr = 3e-3f;
-    o.warmup = 20;
-    o.eval_every = 0;
-    o.eval_batches = 16;
-    o.sample_tokens = 0;
-    o.quiet = true;
     Trainer t(o);
     return t.run();
   };

@@ -13,6 +13,7 @@
 #include "planner/planner.h"
 #include "train/step.h"
 #include "train/trainer.h"
+#include "learning.h"
 
 using namespace remat;
 
@@ -275,20 +276,7 @@ TEST_P(Models, SavedActivationBytesEqualTheDryRunsTableForSeveralConfigs) {
 TEST_P(Models, LearnsTinyShakespeareBelow2p5NatsPerByte) {
   const std::string path = std::string(REMAT_SHARED_DIR) + "/data/tinyshakespeare.txt";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "needs " << path << " (the ../shared folder is absent)";
-  TrainOptions o;
-  o.model.arch = GetParam();
-  o.model.L = 4; o.model.C = 128; o.model.NH = 4; o.model.T = 64; o.model.V = 256;
-  if (o.model.arch == Arch::Llama) o.model.KVH = 2;
-  o.data = path;
-  o.steps = 300;
-  o.batch = 16;
-  o.lr = 3e-3f;
-  o.warmup = 20;
-  o.eval_every = 0;
-  o.eval_batches = 16;
-  o.sample_tokens = 0;
-  o.quiet = true;
-  Trainer t(o);
+  Trainer t(learning_test::options(GetParam(), path, 300));
   TrainSummary s = t.run();
   EXPECT_NEAR(s.first_val, std::log(256.0), 0.2);
   EXPECT_LT(s.last_val, 2.5f) << "val loss went " << s.first_val << " -> " << s.last_val;

@@ -13,64 +13,14 @@
 #include "planner/planner.h"
 #include "core/error.h"
 #include "train/step.h"
+#include "strategy_run.h"
 #include "model/model.h"
 
 using namespace remat;
 
 namespace {
 
-struct Grads {
-  float loss = 0;
-  std::vector<std::vector<float>> g;
-  StepMeasure m;
-};
-
-ModelConfig tiny(Arch arch, int L, float dropout, autograd::AttentionKind att = autograd::AttentionKind::Naive) {
-  ModelConfig c;
-  c.arch = arch;
-  c.L = L; c.C = 32; c.NH = 4; c.T = 16; c.V = 64; c.dropout = dropout; c.attention = att;
-  if (arch == Arch::Llama) c.KVH = 2;  // grouped-query attention
-  return c;
-}
-
-// The planner's view of a config: a dry run of its model (the names do not depend on the weights).
-planner::StepTrace trace(const ModelConfig& cfg, const autograd::Policy* policy = nullptr) {
-  return planner::trace_step(*planner::shape_only_model(cfg), 2, cfg.T, policy);
-}
-
-Grads run(const ModelConfig& cfg, const std::string& strategy, bool recompute_last, int micro_steps = 1,
-          const NamePolicy* policy = nullptr, bool replay_internals = false) {
-  const auto mp = make_model(cfg);
-  Model& model = *mp;
-  model.init(7);
-  const int64_t B = 2, T = cfg.T;
-  std::mt19937 gen(3);
-  std::vector<int32_t> in(size_t(B * T * micro_steps)), tg(in.size());
-  for (auto& t : in) t = int32_t(gen() % cfg.V);
-  for (auto& t : tg) t = int32_t(gen() % cfg.V);
-  StepOptions so;
-  so.schedule = make_schedule(parse_strategy(strategy, int(cfg.L), recompute_last, replay_internals), int(cfg.L));
-  so.policy = policy;
-  Grads r;
-  model.zero_grad();
-  for (int k = 0; k < micro_steps; ++k) {
-    MicroBatch mb{std::span<const int32_t>(in).subspan(size_t(k * B * T), size_t(B * T)),
-                  std::span<const int32_t>(tg).subspan(size_t(k * B * T), size_t(B * T)), B, T};
-    r.loss += forward_backward(model, mb, double(B * T * micro_steps), step_rng(11, 5, uint64_t(k)), so, &r.m);
-  }
-  for (auto& p : model.params()) r.g.emplace_back(p.grad.data(), p.grad.data() + p.grad.numel());
-  return r;
-}
-
-void expect_bit_identical(const Grads& a, const Grads& b, const std::string& what) {
-  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(float)), 0) << what << ": loss " << a.loss << " vs " << b.loss;
-  ASSERT_EQ(a.g.size(), b.g.size());
-  for (size_t i = 0; i < a.g.size(); ++i) {
-    ASSERT_EQ(a.g[i].size(), b.g[i].size());
-    ASSERT_EQ(std::memcmp(a.g[i].data(), b.g[i].data(), a.g[i].size() * sizeof(float)), 0)
-        << what << ": gradient of parameter #" << i << " differs";
-  }
-}
+using namespace strategy_test;
 
 const char* kStrategies[] = {"none", "all", "block", "sqrt", "uniform:2", "segments:1,L-1"};
 
@@ -148,8 +98,6 @@ TEST_P(Strategies, BitIdenticalCountedAndMeasuredExactly) {
       }
   }
 }
-
-std::string arch_label(Arch a) { return a == Arch::Llama ? "llama" : "gpt2"; }
 
 INSTANTIATE_TEST_SUITE_P(Depths, Strategies,
                          ::testing::Combine(::testing::Values(Arch::GPT2, Arch::Llama), ::testing::Values(1, 2, 3, 5, 12),
