@@ -29,6 +29,7 @@ struct PlanFlags {
   bool json = false;
   bool frontier = false;  // every frontier plan, not a sample of them
   std::string out, svg, data, data_format = "auto";
+  std::string calibration;
 };
 // One block's activation bytes, term by term, from the dry run (store-everything, no policy), beside
 // Korthikanti et al.'s per-layer count sbh(34 + 5as/h) and, for the presets the textbook works
@@ -162,21 +163,35 @@ std::string overhead_str(const StepPlan& p, double base) {
 }
 
 nlohmann::json row_json(const Row& r, double base) {
-  return {{"label", r.label},
+  nlohmann::json j = {{"label", r.label},
           {"kind", r.kind == SvgPoint::Kind::Textbook ? "textbook" : r.kind == SvgPoint::Kind::Chosen ? "chosen" : "frontier"},
           {"attention", autograd::attention_kind_name(r.plan.cfg.attention)},
           {"predicted_activation_bytes", r.plan.activation_peak},
           {"predicted_step_bytes", r.plan.step.peak_total},
           {"overhead_predicted", flops(r.plan.compute) / base},
           {"block_recomputes", r.plan.compute.block_recomputes}};
+  if (r.plan.seconds) j["predicted_step_seconds"] = *r.plan.seconds;
+  return j;
 }
 
-void print_rows(const std::vector<Row>& rows, double base) {
-  std::printf("  %-58s %-6s %13s %13s %9s\n", "plan", "attn", "activations", "whole step", "overhead");
-  for (const Row& r : rows)
-    std::printf("  %-58s %-6s %13s %13s %9s\n", r.label.c_str(), autograd::attention_kind_name(r.plan.cfg.attention),
+std::string seconds_str(const StepPlan& p) {
+  if (!p.seconds) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", *p.seconds * 1e3);
+  return b;
+}
+
+// With a calibration, the calibrated step time beside the FLOP overhead ("-": a kernel it does not price).
+void print_rows(const std::vector<Row>& rows, double base, bool calibrated) {
+  std::printf("  %-58s %-6s %13s %13s %9s%s\n", "plan", "attn", "activations", "whole step", "overhead",
+              calibrated ? "     step time" : "");
+  for (const Row& r : rows) {
+    char time[32] = "";
+    if (calibrated) std::snprintf(time, sizeof time, " %13s", seconds_str(r.plan).c_str());
+    std::printf("  %-58s %-6s %13s %13s %9s%s\n", r.label.c_str(), autograd::attention_kind_name(r.plan.cfg.attention),
                 format_bytes(r.plan.activation_peak).c_str(), format_bytes(r.plan.step.peak_total).c_str(),
-                overhead_str(r.plan, base).c_str());
+                overhead_str(r.plan, base).c_str(), time);
+  }
 }
 
 }  // namespace
@@ -209,6 +224,9 @@ void add_plan(CLI::App& root) {
   app->add_option("--segment-replay", f.segment_replay, "With --recompute: how segments are replayed, boundaries "
                                                        "(least memory) or internals (least compute)")
       ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
+  app->add_option("--calibration", f.calibration, "Plan by this machine's calibrated time (remat calibrate --out FILE, "
+                                                 "made for this model, micro-batch, seq and thread count) instead of "
+                                                 "FLOPs, and print each plan's calibrated step time");
   app->add_flag("--json", f.json, "JSON output");
   app->callback([flags, app]() {
     PlanFlags& f = *flags;
@@ -227,6 +245,10 @@ void add_plan(CLI::App& root) {
     if (given("--policy") && f.strategies.empty())
       throw Error("cli", "--policy applies to --recompute: the planner weighs every policy of the model per block",
                   "drop --policy, or price a strategy with --recompute S --policy P");
+    if (!f.strategies.empty() && given("--calibration"))
+      throw Error("cli", "--calibration is the planner's time model; --recompute prices fixed strategies by FLOPs",
+                  "drop --recompute to plan with the calibration, or compare strategies by calibrated time with remat "
+                  "bench --time-model --calibration FILE");
     if (!f.strategies.empty() && f.model.attention_auto())
       throw Error("cli", "--attention auto lets the planner choose the kernel; --recompute prices fixed strategies",
                   "use --attention naive or flash with --recompute");
@@ -285,44 +307,55 @@ void add_plan(CLI::App& root) {
     TrainOptions data_opts;
     data_opts.data = f.data;
     data_opts.data_format = f.data_format;
-    PlanTarget target{cfg, f.batch, micro, T, data_bytes_for(data_opts), f.model.attention_auto()};
+    PlanTarget target{cfg, f.batch, micro, T, data_bytes_for(data_opts), f.model.attention_auto(), std::nullopt};
+    if (given("--calibration")) {
+      target.calibration = calibration_for(f.calibration, cfg, micro, T);
+      check_calibrated_target(target);
+    }
+    const planner::Calibration* cal = target.calibration ? &*target.calibration : nullptr;
+    // The candidates and frontier of each kernel the planner may use, computed once: the budget's plan
+    // starts from them, and the frontier rows show them.
+    const std::vector<KernelPlans> kernels = plan_kernels(target);
     std::optional<StepPlan> chosen;
-    if (budget) chosen = plan_for_budget(target, *budget);  // before any output: a refused budget prints only its error
+    if (budget) chosen = plan_for_budget(target, *budget, kernels);  // before any output: a refused budget prints only its error
 
-    const Candidates cands = make_candidates(cfg, micro, T);
-    std::optional<Candidates> flash_cands;  // flash attention: a textbook row, and the planner's with --attention auto
-    if (cfg.attention != autograd::AttentionKind::Flash) {
+    const Candidates& cands = kernels.front().candidates;
+    std::optional<Candidates> own_flash;  // flash attention's textbook row, when the planner does not weigh flash
+    const Candidates* flash_cands = kernels.size() > 1 ? &kernels[1].candidates : nullptr;
+    if (!flash_cands && cfg.attention != autograd::AttentionKind::Flash) {
       ModelConfig fc = cfg;
       fc.attention = autograd::AttentionKind::Flash;
-      flash_cands = make_candidates(fc, micro, T);
+      flash_cands = &own_flash.emplace(make_candidates(fc, micro, T));
     }
-    const std::vector<Row> textbook = textbook_rows(cands, flash_cands ? &*flash_cands : nullptr, target);
+    const std::vector<Row> textbook = textbook_rows(cands, flash_cands, target);
     const double base = flops(textbook.front().plan.compute);  // none, with the model's kernel
 
     // The frontier of each kernel the planner may use, merged into one Pareto set.
     std::vector<Row> frontier;
-    for (const Candidates* c : {&cands, target.allow_flash && flash_cands ? &*flash_cands : (const Candidates*)nullptr}) {
-      if (!c) continue;
-      for (const planner::ChainPlan& cp : planner::optimal_frontier(c->problem)) {
+    for (const KernelPlans& kp : kernels) {
+      const Candidates* c = &kp.candidates;
+      for (const planner::ChainPlan& cp : kp.frontier) {
         Row r;  // whole step priced below, for the rows shown
         r.label = cp.summary();
         r.plan.cfg = c->cfg;
         r.plan.activation_peak = cp.memory.peak_activation;
         r.plan.compute = cp.compute;
+        r.plan.seconds = plan_seconds(*c, cp, target.accum());
         r.plan.schedule = cp.schedule;
         r.plan.summary = r.label;
         for (int p : cp.block_policy) r.plan.block_policy.push_back(c->problem.policy_names[size_t(p)]);
         frontier.push_back(std::move(r));
       }
     }
+    // Ranked by the planner's time model: calibrated seconds with --calibration, else FLOPs.
     std::sort(frontier.begin(), frontier.end(), [](const Row& a, const Row& b) {
       return a.plan.activation_peak != b.plan.activation_peak ? a.plan.activation_peak < b.plan.activation_peak
-                                                              : flops(a.plan.compute) < flops(b.plan.compute);
+                                                              : plan_cost(a.plan) < plan_cost(b.plan);
     });
     {
       std::vector<Row> pareto;
       for (Row& r : frontier)
-        if (pareto.empty() || flops(r.plan.compute) < flops(pareto.back().plan.compute)) pareto.push_back(std::move(r));
+        if (pareto.empty() || plan_cost(r.plan) < plan_cost(pareto.back().plan)) pareto.push_back(std::move(r));
       frontier = std::move(pareto);
     }
     // Rows shown: all with --frontier, else at most 24 spread over the frontier (both ends kept).
@@ -347,7 +380,7 @@ void add_plan(CLI::App& root) {
       std::string how = f.out.empty() ? short_spelling(*chosen) : "--plan " + f.out;
       std::string model_flags = f.model.command_line(T);
       if (how.empty()) {
-        how = "--budget " + std::to_string(*budget);
+        how = "--budget " + std::to_string(*budget) + (cal ? " --calibration " + f.calibration : "");
         if (target.allow_flash) model_flags += " --attention auto";
       } else if (target.allow_flash || chosen->cfg.attention != cfg.attention) {
         model_flags += std::string(" --attention ") + autograd::attention_kind_name(chosen->cfg.attention);
@@ -390,17 +423,30 @@ void add_plan(CLI::App& root) {
     std::printf("whole step = every accounted byte (parameters, gradients, AdamW state %s, data %s, activations, "
                 "their gradients, transients, workspace); overhead = predicted FLOPs / store-everything's\n",
                 format_bytes(textbook.front().plan.step.persistent).c_str(), format_bytes(target.data_bytes).c_str());
+    if (cal)
+      std::printf("planned by calibrated time: %s (%s clock, %d threads); step time = predicted seconds of one "
+                  "optimizer step\n",
+                  f.calibration.c_str(), cal->clock.c_str(), cal->threads);
     std::printf("textbook strategies:\n");
-    print_rows(textbook, base);
+    print_rows(textbook, base, cal);
     std::printf("optimal frontier (%zu plans%s):\n", frontier.size(),
                 shown.size() < frontier.size() ? (", " + std::to_string(shown.size()) + " shown; --frontier for all").c_str() : "");
-    print_rows(shown, base);
+    print_rows(shown, base, cal);
     if (chosen) {
       std::printf("plan for --budget %s (whole step): %s, attention %s\n", format_bytes(*budget).c_str(),
                   chosen->summary.c_str(), autograd::attention_kind_name(chosen->cfg.attention));
-      std::printf("  predicted: whole step %s (activations alone %s), overhead %s\n",
+      std::string time;
+      if (chosen->seconds && textbook.front().plan.seconds)
+        time = ", step time " + seconds_str(*chosen) + " calibrated (" +
+               [&] {
+                 char b[48];
+                 std::snprintf(b, sizeof b, "%.3fx none's %.1f ms", *chosen->seconds / *textbook.front().plan.seconds,
+                               *textbook.front().plan.seconds * 1e3);
+                 return std::string(b);
+               }() + ")";
+      std::printf("  predicted: whole step %s (activations alone %s), overhead %s%s\n",
                   format_bytes(chosen->step.peak_total).c_str(), format_bytes(chosen->activation_peak).c_str(),
-                  overhead_str(*chosen, base).c_str());
+                  overhead_str(*chosen, base).c_str(), time.c_str());
       if (!f.out.empty()) std::printf("plan written to %s\n", f.out.c_str());
       std::printf("use: %s\n", use.c_str());
     }

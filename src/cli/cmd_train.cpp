@@ -212,6 +212,8 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
     return op && op->count() > 0;
   };
   const bool by_budget = given("--budget"), by_plan = given("--plan");
+  if (given("--calibration") && !by_budget)
+    throw Error("train", "--calibration is the time model --budget plans with", "add --budget SIZE, or drop --calibration");
   if (mf.attention_auto() && !by_budget)
     throw Error("train", "--attention auto lets the planner choose the kernel, and needs --budget",
                 "add --budget SIZE, or choose --attention naive or flash");
@@ -231,11 +233,17 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
   StepPlan plan;
   if (by_budget) {
     const size_t budget = parse_bytes(budget_text, "--budget");
-    PlanTarget t{o.model, o.batch, micro, o.seq, data_bytes_for(o), mf.attention_auto()};
+    PlanTarget t{o.model, o.batch, micro, o.seq, data_bytes_for(o), mf.attention_auto(), std::nullopt};
+    if (given("--calibration")) {
+      const std::string file = app.get_option("--calibration")->as<std::string>();
+      t.calibration = calibration_for(file, o.model, micro, o.seq);
+    }
     plan = plan_for_budget(t, budget);
-    std::printf("plan for --budget %s (whole step): %s, attention %s; predicted whole step %s (activations alone %s)\n",
+    char time[96] = "";
+    if (plan.seconds) std::snprintf(time, sizeof time, ", step time %.1f ms (calibrated)", *plan.seconds * 1e3);
+    std::printf("plan for --budget %s (whole step): %s, attention %s; predicted whole step %s (activations alone %s)%s\n",
                 format_bytes(budget).c_str(), plan.summary.c_str(), autograd::attention_kind_name(plan.cfg.attention),
-                format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str());
+                format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str(), time);
   } else {
     plan = read_plan_file(plan_file);
     check_plan_target(plan, o.model, mf.given("--attention"), o.batch, micro, o.seq, plan_file);
@@ -251,6 +259,7 @@ struct TrainFlags {
   ModelFlags model;
   TrainOptions o;
   std::string memory_limit, budget, plan;
+  std::string save_dtype = "fp32";
   bool no_progress = false;
   std::string report_json;
 };
@@ -287,6 +296,9 @@ void add_train(CLI::App& root) {
   app->add_option("--eval-batches", f.o.eval_batches, "Batches per validation")->capture_default_str();
   app->add_option("--sample-tokens", f.o.sample_tokens, "Tokens to sample at the end (0: none)")->capture_default_str();
   app->add_option("--save", f.o.save, "Write the weights to this .safetensors file (atomically)");
+  app->add_option("--save-dtype", f.save_dtype, "What --save writes: fp32 (the master weights, exact) or bf16 (half the "
+                                                 "size, as Hugging Face files often are); resume checkpoints stay fp32")
+      ->capture_default_str();
   app->add_option("--init-from", f.o.init_from, "Start from weights in a .safetensors file (a Hugging Face GPT-2 "
                                                 "model.safetensors loads as it is); the architecture comes from the file "
                                                 "unless --preset or model flags say otherwise, the block size unless "
@@ -300,6 +312,8 @@ void add_train(CLI::App& root) {
                                                     "transients, workspace) and train the fastest plan that fits, "
                                                     "e.g. 2GiB; refused before training when nothing fits; ") +
                                             kByteUnitsHelp);
+  app->add_option("--calibration", "With --budget: plan by this machine's calibrated time (remat calibrate --out "
+                                   "FILE, made for this model, micro-batch, seq and thread count) instead of FLOPs");
   app->add_option("--plan", f.plan, "Train the plan in this file (remat plan ... --budget SIZE --out FILE), made for "
                                     "this model, batch, micro-batch and seq");
   app->add_flag("--recompute-last", f.o.recompute_last, "Also recompute the last segment (the textbook count)");
@@ -366,6 +380,10 @@ void add_train(CLI::App& root) {
                   "--val-data validates on its own file (all of --data trains); --val-fraction splits --data");
     if (given("--memory-limit")) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
     if (given("--budget")) parse_bytes(f.budget, "--budget");  // a bad budget is a flag error, whatever the model
+    f.o.save_dtype = parse_precision(f.save_dtype, "--save-dtype");  // fp16 refused, as for --precision
+    if (given("--save-dtype") && f.o.save.empty())
+      throw Error("train", "--save-dtype says how --save writes the weights, and --save is not given",
+                  "add --save FILE, or drop --save-dtype");
     if (!f.o.resume.empty()) {
       merge_resume(*app, f.model, f.o);
     } else {

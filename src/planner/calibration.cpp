@@ -187,7 +187,7 @@ void check_calibration(const Calibration& c, const ModelConfig& cfg, int64_t B, 
   if (diff.empty() && c.B != B) diff = "micro-batch " + std::to_string(c.B) + " (this run: " + std::to_string(B) + ")";
   if (diff.empty() && c.T != T) diff = "seq " + std::to_string(c.T) + " (this run: " + std::to_string(T) + ")";
   if (diff.empty() && c.threads != threads)
-    diff = std::to_string(c.threads) + " threads (this run: " + std::to_string(threads) + ")";
+    diff = std::to_string(c.threads) + (c.threads == 1 ? " thread" : " threads") + " (this run: " + std::to_string(threads) + ")";
   if (diff.empty() && c.clock != clock) diff = "the " + c.clock + " clock (this run: " + clock + ")";
   if (!diff.empty())
     throw Error("calibration", quote_name(source) + " was measured for another run: " + diff, remeasure_hint(source));
@@ -237,24 +237,30 @@ std::vector<int> calibration_indices(const Calibration& cal, const std::vector<s
   return out;
 }
 
+double optimizer_step_seconds(const Calibration& cal, const TimePrediction& t, int64_t accum) {
+  return double(accum) * (t.step - cal.rest) + cal.rest;
+}
+
 double store_premium(const Calibration& cal, int p) {
   const auto& c = cal.policies.at(size_t(p));
-  return (c.forward_store + c.backward_stored) -
-         (cal.forward_pass + c.recompute_store + c.backward_replayed - cal.recompute_pass);
+  return (c.forward_store - cal.forward_pass + c.backward_stored) -
+         (c.recompute_store - cal.recompute_pass + c.backward_replayed);
 }
 
 TimeModel calibrated_time(const Calibration& cal, const std::vector<std::string>& policy_names) {
-  // Copies: the TimeModel outlives the call.
-  const std::vector<int> idx = calibration_indices(cal, policy_names);
-  std::vector<double> bwd;
-  for (int q : idx) {
-    const auto& c = cal.policies[size_t(q)];
-    // A block recorded by a replay, after k pass replays: forward_pass + k recompute_pass +
-    // recompute_store + backward_replayed. The DP charges (k + 2) forward + backward.
-    bwd.push_back(cal.forward_pass + c.recompute_store + c.backward_replayed - 2 * cal.recompute_pass);
-  }
-  const double fwd = cal.recompute_pass;
-  return {[fwd](int) { return fwd; }, [bwd](int, int p) { return bwd.at(size_t(p)); }};
+  // Copies: the TimeModel outlives the call. pol[p]: the calibration's costs of the DP's policy p.
+  std::vector<Calibration::PolicyCosts> pol;
+  for (int q : calibration_indices(cal, policy_names)) pol.push_back(cal.policies[size_t(q)]);
+  TimeModel tm;
+  tm.forward_pass = [f = cal.forward_pass](int) { return f; };
+  tm.recompute_pass = [r = cal.recompute_pass](int) { return r; };
+  tm.free_checkpoint = [x = cal.free_checkpoint](int) { return x; };
+  tm.forward_store = [pol](int, int p) { return pol.at(size_t(p)).forward_store; };
+  tm.recompute_store = [pol](int, int p) { return pol.at(size_t(p)).recompute_store; };
+  tm.backward_stored = [pol](int, int p) { return pol.at(size_t(p)).backward_stored; };
+  tm.backward_replayed = [pol](int, int p) { return pol.at(size_t(p)).backward_replayed; };
+  tm.fixed = cal.fixed();
+  return tm;
 }
 
 }  // namespace remat::planner

@@ -85,16 +85,18 @@ TimePrediction predict_time(const Calibration& cal, const Schedule& s, const std
 // Calibration indices for policies given by name (one per name; throws naming a missing one).
 std::vector<int> calibration_indices(const Calibration& cal, const std::vector<std::string>& names);
 
-// The calibration as the DP's TimeModel, for the DP's candidate policies `policy_names`. Today's
-// TimeModel has one forward cost per block, whatever the forward keeps and whether it is a replay, so
-// it cannot tell a block stored in the first pass from one recorded by a replay. This fit prices
-// forward(i) as a replay keeping nothing (the marginal cost of one more recompute) and
-// backward(i, p) so that a block whose internals a replay records costs exactly what predict_time
-// says; a block stored in the first pass is then off by
-//   (forward_store + backward_stored) - (forward_pass + recompute_store + backward_replayed - recompute_pass),
-// the DRAM premium (store_premium). predict_time has no such error.
+// The seconds of one optimizer step of `accum` micro-batches, each priced by `t` (a step of one
+// micro-batch): the chain, the embedding and the head run per micro-batch, `rest` once.
+double optimizer_step_seconds(const Calibration& cal, const TimePrediction& t, int64_t accum);
+
+// The calibration as the DP's TimeModel, for the DP's candidate policies `policy_names` (throws naming
+// one that was not calibrated): every block action priced by its own term, fixed = cal.fixed(), so
+// schedule_time() of any schedule is predict_time()'s step, and the DP minimises it.
 TimeModel calibrated_time(const Calibration& cal, const std::vector<std::string>& policy_names);
-// The error above for policy p (seconds per stored block).
+// The DRAM premium of policy p (seconds per block): what keeping a block's internals and running their
+// backward costs in the first pass above the same in a replay,
+//   (forward_store - forward_pass + backward_stored) - (recompute_store - recompute_pass + backward_replayed).
+// A FLOP count sees none; the DP, with calibrated_time, prices it.
 double store_premium(const Calibration& cal, int p);
 
 }  // namespace remat::planner

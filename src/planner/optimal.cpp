@@ -55,12 +55,20 @@ size_t ceil_div(size_t a, size_t b) { return a / b + (a % b != 0); }
 struct Problem {
   int L = 0, P = 0;
   bool homogeneous = false;
+  // Keeping block s with x_s held never costs less, in slots or time, than with x_s just computed
+  // (A, A + R and the backward's cost are each at least as large), for every block and policy. Then
+  // C(s, t, 0) = min(keeps with x_s just computed, C(s, t, 1)): the splits, the same for both, are
+  // evaluated once.
+  bool held_dominates = false;
   size_t q = 1;
   size_t x = 0, head = 0;                 // slots
   std::vector<std::vector<size_t>> A[2];  // [held][i][p]: slots held while block i keeps its internals
   std::vector<std::vector<size_t>> R[2];  // [held][i][p]: slots its backward rises above that
-  std::vector<double> F, Fsum;            // forward cost, prefix sums
-  std::vector<std::vector<double>> Bw;    // [i][p]
+  // Costs, [first]: 1 in the first pass (before the head), 0 in a replay (after it).
+  std::vector<double> Fsum[2];                 // [first][i]: prefix sums of the forwards keeping nothing
+  std::vector<std::vector<double>> K[2];       // [first][i][p]: the forward keeping internals under p
+  std::vector<std::vector<double>> Bk[2][2];   // [first][held][i][p]: its backward, then the free if held
+  double fixed = 0;
 };
 
 // Value tables. C(s, t, held)[m]: the least cost of backpropagating blocks [s, t) within m slots,
@@ -88,24 +96,25 @@ class Tables {
 };
 
 // Option (1) for block s under policy p: its internals, then [s+1, t) (sub, may be null: nothing
-// after s), then its backward.
-inline double keep_cost(const Problem& pb, int s, int p, int held, const double* sub, size_t m) {
+// after s), then its backward (and the free of x_s if held). first: before the head (D), else a
+// replay (C).
+inline double keep_cost(const Problem& pb, int s, int p, int held, int first, const double* sub, size_t m) {
   const size_t a = pb.A[held][s][p];
   if (a + pb.R[held][s][p] > m) return kInf;
   const double rest = sub ? sub[m - a] : 0.0;
-  return pb.F[s] + rest + pb.Bw[s][p];
+  return pb.K[first][s][p] + rest + pb.Bk[first][held][s][p];
 }
 // Option (2) split at s2: x_s kept, blocks s..s2-1 run, then [s2, t) within m - x, then [s, s2) from x_s.
-inline double split_cost(const Problem& pb, int s, int s2, const double* first, const double* second, size_t m) {
+inline double split_cost(const Problem& pb, int s, int s2, int first, const double* a, const double* b, size_t m) {
   if (pb.x > m) return kInf;
-  return (pb.Fsum[s2] - pb.Fsum[s]) + first[m - pb.x] + second[m];
+  return (pb.Fsum[first][s2] - pb.Fsum[first][s]) + a[m - pb.x] + b[m];
 }
 
 // out[m] = min(out[m], keep_cost(..., m)) for every m, as a loop the compiler vectorises: the same
-// expression, (F + rest) + Bw, so the same doubles as keep_cost (the Emitter compares them).
-void keep_into(const Problem& pb, int s, int p, int held, const double* sub, double* out, size_t M) {
+// expression, (F + rest) + B, so the same doubles as keep_cost (the Emitter compares them).
+void keep_into(const Problem& pb, int s, int p, int held, int first, const double* sub, double* out, size_t M) {
   const size_t a = pb.A[held][s][p], lo = a + pb.R[held][s][p];
-  const double F = pb.F[s], B = pb.Bw[s][p];
+  const double F = pb.K[first][s][p], B = pb.Bk[first][held][s][p];
   if (sub) {
 #pragma omp simd
     for (size_t m = lo; m <= M; ++m) out[m] = std::min(out[m], F + sub[m - a] + B);
@@ -114,12 +123,20 @@ void keep_into(const Problem& pb, int s, int p, int held, const double* sub, dou
     for (size_t m = lo; m <= M; ++m) out[m] = std::min(out[m], c);
   }
 }
-// The same for split_cost: ((Fsum[s2] - Fsum[s]) + first[m - x]) + second[m].
-void split_into(const Problem& pb, int s, int s2, const double* first, const double* second, double* out, size_t M) {
-  const double f = pb.Fsum[s2] - pb.Fsum[s];
+// The same for split_cost: ((Fsum[s2] - Fsum[s]) + a[m - x]) + b[m]. Every row is non-increasing in m
+// (more memory never costs time), `out` too, option by option; so the split's value is at least its
+// value at M, and from the first m where `out` is already that low it cannot improve `out`: only the
+// prefix before it is updated. The table is the same, double for double, as without the bound.
+void split_into(const Problem& pb, int s, int s2, int first, const double* a, const double* b, double* out, size_t M) {
+  const double f = pb.Fsum[first][s2] - pb.Fsum[first][s];
   const size_t x = pb.x;
+  if (x > M) return;
+  const double least = f + a[M - x] + b[M];
+  if (!(least < kInf)) return;
+  // The first m >= x with out[m] <= least (out is non-increasing), or M + 1.
+  const size_t end = size_t(std::partition_point(out + x, out + M + 1, [least](double v) { return v > least; }) - out);
 #pragma omp simd
-  for (size_t m = x; m <= M; ++m) out[m] = std::min(out[m], f + first[m - x] + second[m]);
+  for (size_t m = x; m < end; ++m) out[m] = std::min(out[m], f + a[m - x] + b[m]);
 }
 
 void fill(const Problem& pb, Tables& tb) {
@@ -129,11 +146,13 @@ void fill(const Problem& pb, Tables& tb) {
     const int s_end = pb.homogeneous ? 1 : L - n + 1;
     for (int s = 0; s < s_end; ++s) {
       const int t = s + n;
-      for (int held = 0; held < 2; ++held) {
+      const double* sub = n > 1 ? tb.C(s + 1, t, 0) : nullptr;
+      for (int held = 1; held >= 0; --held) {
         double* out = tb.C(s, t, held);
-        const double* sub = n > 1 ? tb.C(s + 1, t, 0) : nullptr;
-        for (int p = 0; p < pb.P; ++p) keep_into(pb, s, p, held, sub, out, M);
-        for (int s2 = s + 1; s2 < t; ++s2) split_into(pb, s, s2, tb.C(s2, t, 0), tb.C(s, s2, 1), out, M);
+        if (held == 0 && pb.held_dominates) std::copy(tb.C(s, t, 1), tb.C(s, t, 1) + M + 1, out);
+        for (int p = 0; p < pb.P; ++p) keep_into(pb, s, p, held, 0, sub, out, M);
+        if (held == 0 && pb.held_dominates) continue;
+        for (int s2 = s + 1; s2 < t; ++s2) split_into(pb, s, s2, 0, tb.C(s2, t, 0), tb.C(s, s2, 1), out, M);
       }
     }
   }
@@ -141,8 +160,8 @@ void fill(const Problem& pb, Tables& tb) {
   for (size_t m = pb.head; m <= M; ++m) dl[m] = 0;
   for (int s = L - 1; s >= 0; --s) {
     double* out = tb.D(s);
-    for (int p = 0; p < pb.P; ++p) keep_into(pb, s, p, 0, tb.D(s + 1), out, M);
-    for (int s2 = s + 1; s2 <= L; ++s2) split_into(pb, s, s2, tb.D(s2), tb.C(s, s2, 1), out, M);
+    for (int p = 0; p < pb.P; ++p) keep_into(pb, s, p, 0, 1, tb.D(s + 1), out, M);
+    for (int s2 = s + 1; s2 <= L; ++s2) split_into(pb, s, s2, 1, tb.D(s2), tb.C(s, s2, 1), out, M);
   }
 }
 
@@ -163,7 +182,7 @@ struct Emitter {
     const bool re = !top;  // before the head nothing is a recompute
     const double* sub = top ? tb.D(s + 1) : (t - s > 1 ? tb.C(s + 1, t, 0) : nullptr);
     for (int p = 0; p < pb.P; ++p) {
-      if (keep_cost(pb, s, p, held, sub, m) != want) continue;
+      if (keep_cost(pb, s, p, held, top, sub, m) != want) continue;
       fwd(s, Keep::Internals, re);
       policy[s] = p;
       if (top || t - s > 1) seg(s + 1, t, 0, m - pb.A[held][s][p], top);
@@ -173,7 +192,7 @@ struct Emitter {
     }
     for (int s2 = s + 1; s2 < t || (top && s2 == t); ++s2) {
       const double* first = top ? tb.D(s2) : tb.C(s2, t, 0);
-      if (split_cost(pb, s, s2, first, tb.C(s, s2, 1), m) != want) continue;
+      if (split_cost(pb, s, s2, top, first, tb.C(s, s2, 1), m) != want) continue;
       fwd(s, held ? Keep::Nothing : Keep::Boundary, re);
       for (int i = s + 1; i < s2; ++i) fwd(i, Keep::Nothing, re);
       seg(s2, t, 0, m - pb.x, top);
@@ -204,6 +223,7 @@ struct Prepared {
   size_t exact_q = 1;  // the sizes' common divisor: slots of this size make the DP exact
   size_t emb = 0;   // bytes, held throughout
   size_t top = 0;   // bytes: the fastest plan's peak (store everything under the cheapest policy)
+  TimeModel tm;     // the problem's, or flop_time
 };
 
 Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
@@ -214,8 +234,10 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
     REMAT_ASSERT(int(t.blocks.size()) == L && t.boundary_bytes == pp.traces[0].boundary_bytes,
                  "planner: candidate traces of different chains");
   if (L <= 0) throw Error("planner", "the chain has no blocks", "use --layers 1 or more");
-  const TimeModel tm = pp.time.forward ? pp.time : flop_time(pp.traces);
+  REMAT_ASSERT(pp.time.valid() || pp.time.empty(), "planner: a time model with some of its terms missing");
   Prepared pr;
+  pr.tm = pp.time.valid() ? pp.time : flop_time(pp.traces);
+  const TimeModel& tm = pr.tm;
   Problem& pb = pr.pb;
   pb.L = L;
   pb.P = P;
@@ -223,25 +245,43 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
   const size_t xb = pp.traces[0].boundary_bytes, headb = pp.traces[0].head.kept_bytes();
 
   std::vector<std::vector<BlockBytes>> bb(L, std::vector<BlockBytes>(P));
-  pb.F.resize(L);
-  pb.Bw.assign(L, std::vector<double>(P));
+  std::vector<double> pass[2] = {std::vector<double>(L), std::vector<double>(L)};  // [first][i]
+  for (int first = 0; first < 2; ++first) {
+    pb.K[first].assign(L, std::vector<double>(P));
+    for (int held = 0; held < 2; ++held) pb.Bk[first][held].assign(L, std::vector<double>(P));
+  }
   for (int i = 0; i < L; ++i) {
-    pb.F[i] = tm.forward(i);
+    pass[1][i] = tm.forward_pass(i);
+    pass[0][i] = tm.recompute_pass(i);
+    const double fr = tm.free_checkpoint(i);
     for (int p = 0; p < P; ++p) {
       bb[i][p] = block_bytes(pp.traces[p].blocks[i]);
-      pb.Bw[i][p] = tm.backward(i, p);
+      pb.K[1][i][p] = tm.forward_store(i, p);
+      pb.K[0][i][p] = tm.recompute_store(i, p);
+      pb.Bk[1][0][i][p] = pb.Bk[1][1][i][p] = tm.backward_stored(i, p);  // the first pass never frees
+      pb.Bk[0][0][i][p] = tm.backward_replayed(i, p);
+      pb.Bk[0][1][i][p] = tm.backward_replayed(i, p) + fr;
     }
   }
-  pb.Fsum.assign(L + 1, 0.0);
-  for (int i = 0; i < L; ++i) pb.Fsum[i + 1] = pb.Fsum[i] + pb.F[i];
+  pb.fixed = tm.fixed;
+  for (int first = 0; first < 2; ++first) {
+    pb.Fsum[first].assign(L + 1, 0.0);
+    for (int i = 0; i < L; ++i) pb.Fsum[first][i + 1] = pb.Fsum[first][i] + pass[first][i];
+  }
   pb.homogeneous = true;
-  for (int i = 1; i < L && pb.homogeneous; ++i)
+  for (int i = 1; i < L && pb.homogeneous; ++i) {
+    if (pass[0][i] != pass[0][0] || pass[1][i] != pass[1][0]) pb.homogeneous = false;
     for (int p = 0; p < P; ++p) {
       const BlockBytes &a = bb[i][p], &b = bb[0][p];
-      if (a.kept != b.kept || a.input != b.input || a.rise_cur != b.rise_cur || a.rise_held != b.rise_held ||
-          pb.F[i] != pb.F[0] || pb.Bw[i][p] != pb.Bw[0][p])
+      if (a.kept != b.kept || a.input != b.input || a.rise_cur != b.rise_cur || a.rise_held != b.rise_held)
         pb.homogeneous = false;
+      for (int first = 0; first < 2; ++first) {
+        if (pb.K[first][i][p] != pb.K[first][0][p]) pb.homogeneous = false;
+        for (int held = 0; held < 2; ++held)
+          if (pb.Bk[first][held][i][p] != pb.Bk[first][held][0][p]) pb.homogeneous = false;
+      }
     }
+  }
 
   // Sizes in bytes, [held][i][p].
   auto held_bytes = [&](int held, int i, int p) {
@@ -285,6 +325,12 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
         pb.R[held][i][p] = ceil_div(held ? bb[i][p].rise_held : bb[i][p].rise_cur, q);
       }
   }
+  pb.held_dominates = true;
+  for (int i = 0; i < L; ++i)
+    for (int p = 0; p < P; ++p)
+      if (pb.A[0][i][p] > pb.A[1][i][p] || pb.A[0][i][p] + pb.R[0][i][p] > pb.A[1][i][p] + pb.R[1][i][p] ||
+          !(pb.Bk[0][0][i][p] <= pb.Bk[0][1][i][p]))
+        pb.held_dominates = false;
   return pr;
 }
 
@@ -309,7 +355,7 @@ ChainPlan finish(const PlanProblem& pp, const Prepared& pr, const Tables& tb, si
   Emitter e{pr.pb, tb, {}, std::vector<int>(size_t(pr.pb.L), 0)};
   e.seg(0, pr.pb.L, 0, m, true);
   ChainPlan plan;
-  plan.time = tb.D(0)[m];
+  plan.time = tb.D(0)[m] + pr.pb.fixed;
   plan.schedule = std::move(e.out);
   plan.block_policy = std::move(e.policy);
   plan.policy_names = pp.policy_names;
@@ -320,16 +366,6 @@ ChainPlan finish(const PlanProblem& pp, const Prepared& pr, const Tables& tb, si
   plan.compute = predict_compute(tr, plan.schedule);
   plan.slot_bytes = pr.pb.q;
   return plan;
-}
-
-// The DP's cost of a schedule with a policy per block.
-double schedule_time(const Problem& pb, const Schedule& s, const std::vector<int>& pol) {
-  double t = 0;
-  for (const Action& a : s) {
-    if (a.kind == Action::Kind::Forward) t += pb.F[size_t(a.block)];
-    if (a.kind == Action::Kind::Backward) t += pb.Bw[size_t(a.block)][size_t(pol[size_t(a.block)])];
-  }
-  return t;
 }
 
 // With slots coarser than the sizes' divisor, rounding can cost the DP a plan that fits to the byte;
@@ -344,7 +380,7 @@ void improve_with_named(const PlanProblem& pp, const Prepared& pr, size_t budget
     const std::vector<int> pol(size_t(L), p);
     auto consider = [&](const StrategySpec& spec) {
       const Schedule sch = make_schedule(spec, L);
-      const double t = schedule_time(pr.pb, sch, pol);
+      const double t = schedule_time(pr.tm, sch, pol);
       if (!(t < best.time)) return;
       const MemoryPrediction m = simulate_memory(pp.traces[size_t(p)], sch);
       if (m.peak_activation > budget) return;
@@ -390,11 +426,42 @@ void check_plannable(int L) {
 }
 
 TimeModel flop_time(const std::vector<StepTrace>& traces) {
-  return {[&traces](int i) { return traces[0].blocks[size_t(i)].fwd_flops(); },
-          [&traces](int i, int p) {
-            const PartTrace& b = traces[size_t(p)].blocks[size_t(i)];
-            return b.bwd_flops() + b.rebuild_flops();
-          }};
+  TimeModel tm;
+  tm.forward_pass = tm.recompute_pass = [&traces](int i) { return traces[0].blocks[size_t(i)].fwd_flops(); };
+  tm.forward_store = tm.recompute_store = [&traces](int i, int p) {
+    return traces[size_t(p)].blocks[size_t(i)].fwd_flops();
+  };
+  tm.backward_stored = tm.backward_replayed = [&traces](int i, int p) {
+    const PartTrace& b = traces[size_t(p)].blocks[size_t(i)];
+    return b.bwd_flops() + b.rebuild_flops();
+  };
+  tm.free_checkpoint = [](int) { return 0.0; };
+  const StepTrace& t = traces.at(0);
+  tm.fixed = t.embed.fwd_flops() + t.head.fwd_flops() + t.embed.bwd_flops() + t.head.bwd_flops();
+  return tm;
+}
+
+double schedule_time(const TimeModel& tm, const Schedule& s, const std::vector<int>& pol) {
+  double t = tm.fixed;
+  std::vector<char> replayed(pol.size(), 0);  // per block: were its internals recorded by a replay?
+  for (const Action& a : s) {
+    const size_t i = size_t(a.block);
+    switch (a.kind) {
+      case Action::Kind::Forward:
+        if (a.keep == Keep::Internals) {
+          t += a.recompute ? tm.recompute_store(a.block, pol.at(i)) : tm.forward_store(a.block, pol.at(i));
+          replayed.at(i) = a.recompute;
+        } else {
+          t += a.recompute ? tm.recompute_pass(a.block) : tm.forward_pass(a.block);
+        }
+        break;
+      case Action::Kind::Backward:
+        t += replayed.at(i) ? tm.backward_replayed(a.block, pol.at(i)) : tm.backward_stored(a.block, pol.at(i));
+        break;
+      case Action::Kind::Free: t += tm.free_checkpoint(a.block); break;
+    }
+  }
+  return t;
 }
 
 StepTrace splice(const std::vector<StepTrace>& traces, const std::vector<int>& block_policy) {
@@ -465,8 +532,12 @@ std::vector<ChainPlan> optimal_frontier(const PlanProblem& pp) {
   std::vector<ChainPlan> all;
   const double* d = tb.D(0);
   Splicer splicer(pp.traces);
+  double last = kInf;
   for (size_t m = 0; m <= tb.M(); ++m)
-    if (d[m] < kInf && (all.empty() || d[m] < all.back().time)) all.push_back(finish(pp, pr, tb, m, &splicer));
+    if (d[m] < last) {
+      all.push_back(finish(pp, pr, tb, m, &splicer));
+      last = d[m];
+    }
   // Exact bytes can order two slot-neighbours the other way: keep the Pareto set.
   std::sort(all.begin(), all.end(), [](const ChainPlan& a, const ChainPlan& b) {
     return a.memory.peak_activation != b.memory.peak_activation ? a.memory.peak_activation < b.memory.peak_activation

@@ -1,5 +1,7 @@
 #include "train/budget.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -13,7 +15,13 @@
 
 namespace remat {
 
-Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T) {
+planner::Calibration calibration_for(const std::string& path, const ModelConfig& cfg, int64_t micro, int64_t T) {
+  planner::Calibration c = planner::load_calibration(path);
+  planner::check_calibration(c, cfg, micro, T, omp_get_max_threads(), c.clock, path);
+  return c;
+}
+
+Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T, const planner::Calibration* calibration) {
   Candidates c;
   c.cfg = cfg;
   c.model = planner::shape_only_model(cfg);
@@ -28,7 +36,28 @@ Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T) {
     c.problem.policy_names.push_back(preset.name);
     c.problem.traces.push_back(std::move(tr));
   }
+  if (calibration) {
+    c.calibration = *calibration;
+    c.calibration_index = planner::calibration_indices(*calibration, c.problem.policy_names);
+    c.problem.time = planner::calibrated_time(*calibration, c.problem.policy_names);
+  }
   return c;
+}
+
+namespace {
+// The time model's cost: calibrated seconds when there are some, else FLOPs of one micro-batch.
+double cost_of(const std::optional<double>& seconds, const planner::ComputePrediction& c) {
+  return seconds ? *seconds : c.fwd + c.bwd + c.recompute;
+}
+}  // namespace
+
+double plan_cost(const StepPlan& p) { return cost_of(p.seconds, p.compute); }
+
+std::optional<double> plan_seconds(const Candidates& c, const planner::ChainPlan& plan, int64_t accum) {
+  if (!c.calibration) return std::nullopt;
+  std::vector<int> pol;
+  for (int p : plan.block_policy) pol.push_back(c.calibration_index.at(size_t(p)));
+  return planner::optimizer_step_seconds(*c.calibration, planner::predict_time(*c.calibration, plan.schedule, pol), accum);
 }
 
 StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes) {
@@ -51,11 +80,14 @@ StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const P
   sp.activation_peak = plan.memory.peak_activation;
   sp.compute = plan.compute;
   sp.summary = plan.summary();
+  sp.seconds = plan_seconds(c, plan, t.accum());
   sp.step = dry_run_plan(sp, t.data_bytes);
   return sp;
 }
 
-StepPlan price_strategy(const Candidates& c, const StrategySpec& spec, const std::string& policy, const PlanTarget& t) {
+namespace {
+// A named strategy with one policy on every block, as a chain plan (no dry run).
+planner::ChainPlan strategy_chain(const Candidates& c, const StrategySpec& spec, const std::string& policy) {
   const auto it = std::find(c.problem.policy_names.begin(), c.problem.policy_names.end(), policy);
   if (it == c.problem.policy_names.end())
     throw Error("plan", "policy '" + policy + "' drops nothing for " + c.cfg.describe(), "choose another --policy");
@@ -67,14 +99,20 @@ StepPlan price_strategy(const Candidates& c, const StrategySpec& spec, const std
   cp.policy_names = c.problem.policy_names;
   cp.memory = planner::simulate_memory(c.problem.traces[p], cp.schedule);
   cp.compute = planner::predict_compute(c.problem.traces[p], cp.schedule);
-  StepPlan sp = price_plan(c, cp, t);
-  sp.summary = spec.label() + (policy == "none" ? "" : " + " + policy);
+  return cp;
+}
+std::string strategy_summary(const StrategySpec& spec, const std::string& policy) {
+  return spec.label() + (policy == "none" ? "" : " + " + policy);
+}
+}  // namespace
+
+StepPlan price_strategy(const Candidates& c, const StrategySpec& spec, const std::string& policy, const PlanTarget& t) {
+  StepPlan sp = price_plan(c, strategy_chain(c, spec, policy), t);
+  sp.summary = strategy_summary(spec, policy);
   return sp;
 }
 
 namespace {
-
-double total_flops(const planner::ComputePrediction& c) { return c.fwd + c.bwd + c.recompute; }
 
 std::string describe_target(const PlanTarget& t) {
   return t.cfg.describe() + " at batch " + std::to_string(t.batch) + " (micro-batch " + std::to_string(t.micro) +
@@ -114,44 +152,85 @@ namespace {
 // DP ranks plans by activation bytes, and the whole step is not monotone in them (a plan holding more
 // activations can peak lower overall, when its activation peak falls at a quieter moment of the
 // step). So the frontier's faster plans and the textbook strategies under every policy are priced
-// whole-step too. Bounded: at most kMaxFrontier frontier plans are dry-run.
-std::vector<StepPlan> alternatives(const Candidates& c, const PlanTarget& t, double faster_than) {
+// whole-step too, lazily: in order of the time model's cost, none dry-run yet. Bounded: at most
+// kMaxFrontier frontier plans, the fastest by the DP's own time model.
+struct Alternative {
+  planner::ChainPlan plan;
+  std::string summary;  // empty: the plan's own
+  double cost = 0;      // plan_cost of its StepPlan
+};
+std::vector<Alternative> alternatives(const Candidates& c, const PlanTarget& t, const std::vector<planner::ChainPlan>& front) {
   constexpr size_t kMaxFrontier = 16;
-  std::vector<StepPlan> out;
-  std::vector<planner::ChainPlan> front = planner::optimal_frontier(c.problem);
-  std::sort(front.begin(), front.end(),
-            [](const auto& a, const auto& b) { return total_flops(a.compute) < total_flops(b.compute); });
-  for (size_t k = 0; k < front.size() && k < kMaxFrontier; ++k) {
-    if (total_flops(front[k].compute) >= faster_than) break;
-    out.push_back(price_plan(c, front[k], t));
-  }
+  std::vector<Alternative> out;
+  auto add = [&](planner::ChainPlan cp, std::string summary) {
+    const double cost = cost_of(plan_seconds(c, cp, t.accum()), cp.compute);
+    out.push_back({std::move(cp), std::move(summary), cost});
+  };
+  // The frontier descends in time: its fastest plans are its last.
+  for (size_t k = 0; k < front.size() && k < kMaxFrontier; ++k) add(front[front.size() - 1 - k], "");
   const int L = int(c.cfg.L);
   for (const std::string& policy : c.problem.policy_names)
     for (const char* name : {"none", "all", "block", "sqrt"})
       for (bool last : {false, true}) {
         if (last && std::string(name) == "none") continue;
-        out.push_back(price_strategy(c, parse_strategy(name, L, last), policy, t));
+        const StrategySpec spec = parse_strategy(name, L, last);
+        add(strategy_chain(c, spec, policy), strategy_summary(spec, policy));
       }
+  std::stable_sort(out.begin(), out.end(), [](const Alternative& a, const Alternative& b) { return a.cost < b.cost; });
   return out;
 }
 
 }  // namespace
 
-StepPlan plan_for_budget(const PlanTarget& t, size_t budget) {
+void check_calibrated_target(const PlanTarget& t) {
+  if (t.calibration && t.allow_flash)
+    throw Error("calibration", "a calibration prices one attention kernel, and --attention auto weighs two",
+                std::string("plan with --attention ") + autograd::attention_kind_name(t.calibration->cfg.attention) +
+                    " (the calibration's), or drop --calibration");
+}
+
+std::vector<KernelPlans> plan_kernels(const PlanTarget& t) {
+  check_calibrated_target(t);
   std::vector<autograd::AttentionKind> kernels{t.cfg.attention};
   if (t.allow_flash && t.cfg.attention != autograd::AttentionKind::Flash) kernels.push_back(autograd::AttentionKind::Flash);
-  std::optional<StepPlan> best, least_of_all;
-  constexpr int kRounds = 12;
+  std::vector<KernelPlans> out;
   for (autograd::AttentionKind k : kernels) {
     ModelConfig cfg = t.cfg;
     cfg.attention = k;
-    const Candidates c = make_candidates(cfg, t.micro, t.T);
-    StepPlan least = price_plan(c, planner::least_memory_plan(c.problem), t);
+    KernelPlans kp{make_candidates(cfg, t.micro, t.T, t.calibration ? &*t.calibration : nullptr), {}};
+    kp.frontier = planner::optimal_frontier(kp.candidates.problem);
+    out.push_back(std::move(kp));
+  }
+  return out;
+}
+
+StepPlan plan_for_budget(const PlanTarget& t, size_t budget) { return plan_for_budget(t, budget, plan_kernels(t)); }
+
+StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels) {
+  check_calibrated_target(t);
+  std::optional<StepPlan> best, least_of_all;
+  constexpr int kRounds = 12;
+  for (const KernelPlans& kp : kernels) {
+    const Candidates& c = kp.candidates;
+    const std::vector<planner::ChainPlan>& front = kp.frontier;
+    // Its first plan is the least-memory plan, its last the fastest.
+    StepPlan least = price_plan(c, front.front(), t);
     const size_t dp_least_activation = least.activation_peak, dp_least_persistent = least.step.persistent;
+    // The cheapest alternative that fits, dry-running them in order of cost until one does; when none
+    // does, `least` is the least of them. The state the step holds whatever the plan (persistent) is
+    // live at the activation peak, so persistent + the activation peak bounds a plan's whole step from
+    // below: a plan whose bound fits no better than the budget and `least` is not dry-run.
     std::optional<StepPlan> fit;
-    for (StepPlan& a : alternatives(c, t, std::numeric_limits<double>::infinity())) {
-      if (a.step.peak_total < least.step.peak_total) least = a;
-      if (a.step.peak_total <= budget && (!fit || total_flops(a.compute) < total_flops(fit->compute))) fit = std::move(a);
+    for (const Alternative& a : alternatives(c, t, front)) {
+      const size_t bound = dp_least_persistent + a.plan.memory.peak_activation;
+      if (bound > budget && bound >= least.step.peak_total) continue;
+      StepPlan sp = price_plan(c, a.plan, t);
+      if (!a.summary.empty()) sp.summary = a.summary;
+      if (sp.step.peak_total < least.step.peak_total) least = sp;
+      if (sp.step.peak_total <= budget) {
+        fit = std::move(sp);
+        break;
+      }
     }
     if (!least_of_all || least.step.peak_total < least_of_all->step.peak_total) least_of_all = least;
     if (least.step.peak_total > budget) continue;
@@ -165,7 +244,7 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget) {
       }
       StepPlan sp = price_plan(c, cp, t);
       if (sp.step.peak_total <= budget) {
-        if (!fit || total_flops(sp.compute) < total_flops(fit->compute)) fit = std::move(sp);
+        if (!fit || plan_cost(sp) < plan_cost(*fit)) fit = std::move(sp);
         break;
       }
       // The step rose above the budget by `over`: ask the DP for that much less activation memory.
@@ -173,7 +252,7 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget) {
       act = std::min(sp.activation_peak > over ? sp.activation_peak - over : 0, sp.activation_peak - 1);
     }
     if (!fit) fit = std::move(least);
-    if (!best || total_flops(fit->compute) < total_flops(best->compute)) best = std::move(fit);
+    if (!best || plan_cost(*fit) < plan_cost(*best)) best = std::move(fit);
   }
   if (best) return *best;
   const StepPlan& l = *least_of_all;
@@ -239,7 +318,7 @@ void apply_plan(const StepPlan& p, TrainOptions& o) {
 nlohmann::json plan_to_json(const StepPlan& p) {
   nlohmann::json actions = nlohmann::json::array();
   for (const Action& a : p.schedule) actions.push_back(encode_schedule({a}));
-  return {{"format", "remat-plan"},
+  nlohmann::json j = {{"format", "remat-plan"},
           {"version", kPlanVersion},
           {"model", model_config_to_json(p.cfg)},
           {"batch", p.batch},
@@ -253,6 +332,8 @@ nlohmann::json plan_to_json(const StepPlan& p) {
             {"peak_activation_bytes", p.activation_peak},
             {"persistent_bytes", p.step.persistent},
             {"overhead", p.compute.overhead()}}}};
+  if (p.seconds) j["predicted"]["step_seconds"] = *p.seconds;  // by the calibration it was planned with
+  return j;
 }
 
 namespace {

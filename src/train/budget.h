@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/policy.h"
 #include "checkpoint/schedule.h"
 #include "model/model.h"
+#include "planner/calibration.h"
 #include "planner/optimal.h"
 #include "train/step.h"
 
@@ -29,18 +31,31 @@ struct PlanTarget {
   int64_t T = 0;                // sequence length
   size_t data_bytes = 0;        // what the data set holds in the allocator (Category::Data)
   bool allow_flash = false;     // the planner may switch a naive-attention model to flash attention
+  // The time model: this machine's calibration (made for cfg, micro and T: calibration_for), or FLOPs.
+  std::optional<planner::Calibration> calibration;
   int64_t accum() const { return batch / micro; }
 };
 
+// Loads the calibration file `path` and checks it was measured for this model (its attention kernel
+// included), micro-batch, seq and this process's OpenMP thread count: remat::Error("calibration")
+// naming the first difference otherwise.
+planner::Calibration calibration_for(const std::string& path, const ModelConfig& cfg, int64_t micro, int64_t T);
+
 // The candidates of one model and attention kernel: "none" (keep everything) and each of the
-// model's policy presets that drops something under this kernel, with one dry run each.
+// model's policy presets that drops something under this kernel, with one dry run each. With a
+// calibration (for this model, micro-batch and seq), the DP's time is calibrated_time: it minimises
+// predict_time; without, FLOPs.
 struct Candidates {
   ModelConfig cfg;
   std::unique_ptr<Model> model;       // shape-only
   std::vector<NamePolicy> policies;   // [p] for problem.policy_names[p]; [0] keeps everything
   planner::PlanProblem problem;
+  std::optional<planner::Calibration> calibration;
+  std::vector<int> calibration_index;  // [p]: problem.policy_names[p]'s index in calibration->policies
 };
-Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T);
+// Throws remat::Error("calibration") naming a candidate policy the calibration lacks.
+Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T,
+                           const planner::Calibration* calibration = nullptr);
 
 // A plan for one training step, with its predictions.
 struct StepPlan {
@@ -51,8 +66,17 @@ struct StepPlan {
   size_t activation_peak = 0;              // saved + checkpoint + recompute (simulate_memory)
   StepMemory step;                         // the whole step (dry_run_step)
   planner::ComputePrediction compute;      // FLOPs of one micro-batch
+  // With a calibration: predicted seconds of one optimizer step (predict_time, every micro-batch).
+  std::optional<double> seconds;
   std::string summary;                     // "4 checkpoints, 9 block recomputes, selective on 3 blocks"
 };
+
+// What plans are ranked by, the DP's time model over the whole step: calibrated seconds when the plan
+// has them, else FLOPs (fwd + bwd + recompute of one micro-batch).
+double plan_cost(const StepPlan& p);
+// The calibrated seconds of one optimizer step of `accum` micro-batches of `plan` (one of c's), when c
+// has a calibration.
+std::optional<double> plan_seconds(const Candidates& c, const planner::ChainPlan& plan, int64_t accum);
 
 // Prices `plan` (one of c's) for `t`: the whole step by dry run.
 StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t);
@@ -65,9 +89,22 @@ StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes);
 // given to the DP starts at the budget minus what the step holds whatever the plan (parameters,
 // gradients, optimizer state, data), and is lowered by each dry run's excess until the plan fits
 // (a bounded number of rounds; the least-memory plan is the last resort). With t.allow_flash both
-// kernels are planned and the faster fitting plan wins. Throws remat::Error before any training
-// when nothing fits, naming the least whole-step peak of any plan and that plan.
+// kernels are planned and the faster fitting plan wins. "Faster": by t.calibration when given (the DP
+// then minimises predict_time too), else by FLOPs. Throws remat::Error before any training when
+// nothing fits, naming the least whole-step peak of any plan and that plan, and when a calibration
+// (one kernel's) meets allow_flash.
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget);
+
+// The candidates of each kernel a target may plan with (its own; flash too with allow_flash), and
+// their optimal frontier: what plan_for_budget starts from, computed once for callers that also show it.
+struct KernelPlans {
+  Candidates candidates;
+  std::vector<planner::ChainPlan> frontier;
+};
+std::vector<KernelPlans> plan_kernels(const PlanTarget& t);
+StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels);
+// Refuses a target whose calibration cannot price every kernel it may plan (allow_flash).
+void check_calibrated_target(const PlanTarget& t);
 
 // A complete, valid plan: --recompute and --policy spellings for TrainOptions. The schedule is
 // spelled action by action (encode_schedule) unless it is a named strategy; per-block policies become

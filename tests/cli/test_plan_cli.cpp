@@ -2,7 +2,9 @@
 // the textbook strategies, a whole-step budget planned and trained from the printed `use:` line,
 // plan files written and read back (and refused when made for another run, corrupt, truncated,
 // mistyped, of an unknown version, with a schedule invalid for L or unknown policies), the spec's
-// self-test (a) for GPT-3's 96 layers, chains too long to plan, and the frontier SVG.
+// self-test (a) for GPT-3's 96 layers, chains too long to plan, and the frontier SVG. With
+// --calibration, plan and train --budget plan by calibrated time and refuse a calibration made for
+// another run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -272,6 +274,65 @@ TEST(PlanCli, FrontierSvgMarksEveryStrategy) {
   const std::string svg2 = d / "small.svg";
   ok({"plan", "--preset", "small", "--svg", svg2});
   for (const char* label : {">uniform:2<", ">uniform:8<", ">sqrt (4 segments)<"}) EXPECT_TRUE(has(slurp(svg2), label)) << label;
+}
+
+// plan / train --budget --calibration: the planner ranks by the calibrated time and prints it beside
+// the FLOP overhead; the chosen plan is never slower, so priced, than a textbook strategy or frontier
+// plan that fits; a calibration measured for another run is refused in one line.
+TEST(PlanCli, CalibratedPlanning) {
+  TempDir d;
+  const std::string cal = d / "cal.json";
+  ok({"calibrate", "--preset", "tiny", "--repeats", "1", "--warmup", "0", "--quiet", "--out", cal});
+  // Synthetic seconds, so that the plan does not depend on this machine's load: a first pass that
+  // stores costs more than a replay (the DRAM effect), less so under selective.
+  json c = json::parse(slurp(cal));
+  c["step"] = {{"embed_forward", 0.007}, {"head_forward", 0.011}, {"head_backward", 0.013}, {"embed_backward", 0.005}, {"rest", 0.017}};
+  c["block"] = {{"forward_pass", 0.1}, {"recompute_pass", 0.06}, {"free_checkpoint", 0.003}};
+  const double costs[4][4] = {{0.2, 0.13, 0.38, 0.29}, {0.15, 0.16, 0.33, 0.34}, {0.19, 0.12, 0.4, 0.31}, {0.18, 0.15, 0.35, 0.32}};
+  ASSERT_EQ(c["policies"].size(), 4u);
+  for (size_t p = 0; p < 4; ++p)
+    c["policies"][p].update({{"forward_store", costs[p][0]}, {"recompute_store", costs[p][1]},
+                             {"backward_stored", costs[p][2]}, {"backward_replayed", costs[p][3]}});
+  d.write("cal.json", c.dump());
+
+  const RunResult r = ok({"plan", "--preset", "tiny", "--budget", "7MiB", "--calibration", cal});
+  EXPECT_TRUE(has(r.out, "planned by calibrated time: " + cal)) << r.out;
+  EXPECT_TRUE(has(r.out, "overhead     step time\n")) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("overhead [0-9.]+x, step time [0-9.]+ ms calibrated \\([0-9.]+x none's [0-9.]+ ms\\)\\n")))
+      << r.out;
+  const std::vector<std::string> use = use_line(r);
+  if (std::find(use.begin(), use.end(), "--budget") != use.end())  // train plans again: with the same time model
+    EXPECT_NE(std::find(use.begin(), use.end(), "--calibration"), use.end()) << r.out;
+
+  const json j = json::parse(ok({"plan", "--preset", "tiny", "--budget", "7MiB", "--calibration", cal, "--frontier", "--json"}).out);
+  const double chosen = j.at("plan").at("predicted").at("step_seconds");
+  int compared = 0;
+  for (const char* table : {"textbook", "frontier"})
+    for (const json& row : j.at(table)) {
+      if (!row.contains("predicted_step_seconds") || row["predicted_step_bytes"].get<size_t>() > (size_t(7) << 20)) continue;
+      EXPECT_LE(chosen, row["predicted_step_seconds"].get<double>()) << row.dump();
+      ++compared;
+    }
+  EXPECT_GE(compared, 4);
+
+  std::vector<std::string> train{"train", "--preset", "tiny", "--budget", "7MiB", "--calibration", cal};
+  train.insert(train.end(), kOneStep.begin(), kOneStep.end());
+  const RunResult t = ok(train);
+  EXPECT_TRUE(std::regex_search(t.out, std::regex("plan for --budget 7.00 MiB [^\\n]*, step time [0-9.]+ ms \\(calibrated\\)\\n")))
+      << t.out;
+
+  // Another model, micro-batch or thread count: refused in one line, before any planning or training.
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--layers", "3", "--calibration", cal}), "[calibration]",
+                    "was measured for another run", "layers 2 (this run: 3)", "remat calibrate");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--batch", "4", "--calibration", cal}), "micro-batch 8 (this run: 4)");
+  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--threads", "2", "--budget", "7MiB", "--calibration", cal}),
+                    "[calibration]", "1 thread (this run: 2)");  // children run with one thread (run.h)
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--attention", "auto", "--calibration", cal}),
+                    "a calibration prices one attention kernel", "--attention naive");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--recompute", "block", "--calibration", cal}),
+                    "--recompute prices fixed strategies");
+  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--calibration", cal}), "--calibration is the time model --budget");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--calibration", d / "absent.json"}), "absent.json");
 }
 
 }  // namespace

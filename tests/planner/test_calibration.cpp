@@ -1,8 +1,8 @@
 // The calibrated time model (planner/calibration.h) without timing anything: the file round-trips
 // and refuses what is corrupt or made for another run; the predictor reproduces hand-computed step
 // times of a synthetic calibration (every term a distinct known value) for several schedules; store
-// everything costs exactly its first-pass terms; and the DP's fitted TimeModel agrees with the
-// predictor where the fit is exact.
+// everything costs exactly its first-pass terms; and the DP's TimeModel prices every schedule as the
+// predictor does.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -53,16 +53,6 @@ Calibration synthetic() {
 
 Schedule sched(const std::string& s, bool recompute_last, bool replay_internals = false) {
   return make_schedule(parse_strategy(s, 4, recompute_last, replay_internals), 4);
-}
-
-// The DP's price of a schedule: its forward cost per forward action, its backward cost per backward.
-double dp_time(const planner::TimeModel& tm, const Schedule& s, const std::vector<int>& pol) {
-  double t = 0;
-  for (const Action& a : s) {
-    if (a.kind == Action::Kind::Forward) t += tm.forward(a.block);
-    if (a.kind == Action::Kind::Backward) t += tm.backward(a.block, pol[size_t(a.block)]);
-  }
-  return t;
 }
 
 class CalibrationFile : public remat::testing_util::TempDirTest {};
@@ -221,21 +211,35 @@ TEST(CalibrationPredictor, StoreEverythingIsTheSumOfFirstPassTerms) {
   }
 }
 
-// The fit of today's TimeModel: exact (up to the fixed terms, which the DP leaves out) for every
-// schedule whose blocks are all recorded by replays, and off by the DRAM premium per stored block.
-TEST(CalibrationPredictor, FittedTimeModelMatchesReplayedBlocksExactly) {
+// The DP's TimeModel prices every schedule exactly as the predictor does, fixed terms included,
+// whatever the order of the DP's policies; the DRAM premium is the first pass's extra per stored block.
+TEST(CalibrationPredictor, DpTimeModelIsThePredictor) {
   const Calibration c = synthetic();
   const planner::TimeModel tm = planner::calibrated_time(c, {"selective", "none"});  // DP order differs
   const std::vector<int> dp_pol{1, 0, 1, 0}, cal_pol{0, 1, 0, 1};
-  for (bool internals : {false, true})
-    for (const char* s : {"block", "sqrt", "uniform:1", "all"}) {
-      const Schedule sc = sched(s, true, internals);
-      const planner::TimePrediction t = planner::predict_time(c, sc, cal_pol);
-      EXPECT_EQ(dp_time(tm, sc, dp_pol), t.step - t.fixed - t.free) << s << (internals ? " internals" : "");
-    }
-  const planner::TimePrediction none = planner::predict_time(c, sched("none", false), cal_pol);
-  EXPECT_EQ(none.step - none.fixed - dp_time(tm, sched("none", false), dp_pol),
-            2 * planner::store_premium(c, 0) + 2 * planner::store_premium(c, 1));
+  for (bool last : {false, true})
+    for (bool internals : {false, true})
+      for (const char* s : {"none", "block", "sqrt", "uniform:1", "uniform:3", "all", "segments:1,3"}) {
+        const Schedule sc = sched(s, last, internals);
+        EXPECT_EQ(planner::schedule_time(tm, sc, dp_pol), planner::predict_time(c, sc, cal_pol).step)
+            << s << (internals ? " internals" : "") << (last ? " last" : "");
+      }
+  // none against block --recompute-last with one policy: the difference is the premium, the pass
+  // replay's cost and the free, per block.
+  for (int p = 0; p < 2; ++p) {
+    const std::vector<int> pol(4, p);
+    const double none = planner::predict_time(c, sched("none", false), pol).step;
+    const double block = planner::predict_time(c, sched("block", true), pol).step;
+    EXPECT_EQ(none - block, 4 * (planner::store_premium(c, p) - c.recompute_pass - c.free_checkpoint));
+  }
   const std::string e = error_of([&] { planner::calibrated_time(c, {"none", "norms"}); });
   EXPECT_TRUE(has(e, "'norms' was not calibrated")) << e;
+}
+
+// An optimizer step of several micro-batches pays the rest (the optimizer) once.
+TEST(CalibrationPredictor, AccumulationPaysTheRestOnce) {
+  const Calibration c = synthetic();
+  const planner::TimePrediction t = planner::predict_time(c, sched("block", false));
+  EXPECT_EQ(planner::optimizer_step_seconds(c, t, 1), t.step);
+  EXPECT_EQ(planner::optimizer_step_seconds(c, t, 3), 3 * t.step - 2 * c.rest);
 }

@@ -2,7 +2,10 @@
 // policies mixed per block, the DP's plan at every budget is as fast as the fastest of all
 // schedules of its family that fit (each priced by simulate_memory and predict_compute, which the
 // training tests hold equal to measurement), and it fits. More budget never gives a slower plan,
-// and every named strategy is matched or beaten at its own memory.
+// and every named strategy is matched or beaten at its own memory. With a calibrated time model
+// (planner/calibration.h: a first-pass forward, a replay, a backward of stored or of replayed
+// internals each priced apart), the DP equals brute force priced by predict_time, its objective is
+// predict_time of the schedule it returns, and it differs from the FLOP-optimal plan.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "planner/calibration.h"
 #include "planner/optimal.h"
 
 using namespace remat;
@@ -100,6 +104,79 @@ void check_against_brute_force(Arch arch, int L, const std::vector<std::string>&
   }
   const planner::ChainPlan least = planner::least_memory_plan(pp);
   EXPECT_EQ(least.memory.peak_activation, *peaks.begin()) << what;
+}
+
+// A calibration in which a first pass that stores costs more than a checkpoint replayed with its
+// internals (the DRAM effect, exaggerated) for "none", and less for the selective policies: the
+// fastest plan at any budget is not the FLOP count's. Integer seconds: every sum is exact.
+planner::Calibration dram_heavy() {
+  planner::Calibration c;
+  c.embed_forward = 7;
+  c.head_forward = 11;
+  c.head_backward = 13;
+  c.embed_backward = 5;
+  c.rest = 17;
+  c.forward_pass = 100;
+  c.recompute_pass = 60;
+  c.free_checkpoint = 3;
+  //            name         fwd store  replay store  bwd stored  bwd replayed
+  c.policies = {{"none", 200, 130, 380, 290},
+                {"selective", 150, 160, 330, 340},
+                {"gelu", 190, 120, 400, 310},
+                {"swiglu", 170, 140, 390, 300},
+                {"norms", 180, 150, 350, 320}};
+  return c;
+}
+
+// The DP with `tm` against every schedule of the family priced by schedule_time(tm) (and, given a
+// calibration, by predict_time, which must agree to the bit), at every distinct peak of the family.
+void check_time_model(const std::vector<StepTrace>& traces, const std::vector<std::string>& policies,
+                      const planner::TimeModel& tm, const planner::Calibration* cal, const std::string& what) {
+  const int L = int(traces[0].blocks.size());
+  std::vector<int> cal_idx;
+  if (cal) cal_idx = planner::calibration_indices(*cal, policies);
+  auto cal_policy = [&](const std::vector<int>& pol) {
+    std::vector<int> out;
+    for (int p : pol) out.push_back(cal_idx[size_t(p)]);
+    return out;
+  };
+  std::map<std::vector<int>, StepTrace> spliced;
+  std::vector<Priced> all;
+  planner::enumerate_family(L, int(traces.size()), [&](const Schedule& s, const std::vector<int>& pol) {
+    auto it = spliced.find(pol);
+    if (it == spliced.end()) it = spliced.emplace(pol, planner::splice(traces, pol)).first;
+    const double t = planner::schedule_time(tm, s, pol);
+    if (cal) {
+      ASSERT_EQ(t, planner::predict_time(*cal, s, cal_policy(pol)).step) << what;
+    }
+    all.push_back({planner::simulate_memory(it->second, s).peak_activation, t});
+  });
+  planner::PlanProblem pp{traces, policies, tm, 0};
+  std::set<size_t> peaks;
+  for (const Priced& p : all) peaks.insert(p.peak);
+  EXPECT_THROW(planner::optimal_plan(pp, *peaks.begin() - 1), Error) << what;
+  double last = INFINITY;
+  for (size_t budget : peaks) {
+    double best = INFINITY;
+    for (const Priced& p : all)
+      if (p.peak <= budget) best = std::min(best, p.flops);
+    const planner::ChainPlan plan = planner::optimal_plan(pp, budget);
+    EXPECT_LE(plan.memory.peak_activation, budget) << what;
+    EXPECT_EQ(plan.time, best) << what << " at budget " << budget;
+    EXPECT_EQ(plan.time, planner::schedule_time(tm, plan.schedule, plan.block_policy)) << what;
+    if (cal) {
+      EXPECT_EQ(plan.time, planner::predict_time(*cal, plan.schedule, cal_policy(plan.block_policy)).step) << what;
+    }
+    EXPECT_LE(plan.time, last) << what << ": more budget, slower plan";
+    last = plan.time;
+  }
+}
+
+void check_calibrated(Arch arch, int L, const std::vector<std::string>& policies) {
+  const planner::Calibration cal = dram_heavy();
+  check_time_model(chain(arch, L, policies), policies, planner::calibrated_time(cal, policies), &cal,
+                   std::string(arch == Arch::GPT2 ? "gpt2" : "llama") + " L=" + std::to_string(L) + " policies=" +
+                       std::to_string(policies.size()) + " calibrated");
 }
 
 }  // namespace
@@ -194,4 +271,80 @@ TEST(OptimalPlanner, CoarseSlotsStayWithinBudget) {
     EXPECT_LE(c.memory.peak_activation, budget);
     EXPECT_GE(total(c.compute), total(e.compute) * (1 - 1e-12));
   }
+}
+
+// The calibrated DP (first pass, replay, stored and replayed backwards priced apart) against brute
+// force priced by predict_time, on heterogeneous chains of both architectures with mixed policies.
+TEST(OptimalPlannerCalibrated, EqualsBruteForceByPredictTime) {
+  for (int L = 1; L <= 8; ++L) check_calibrated(Arch::GPT2, L, {"none"});
+  for (int L = 1; L <= 5; ++L) check_calibrated(Arch::Llama, L, {"none", "selective"});
+  check_calibrated(Arch::GPT2, 6, {"selective", "none"});  // the calibration's order is not the DP's
+  check_calibrated(Arch::GPT2, 3, {"none", "selective", "gelu"});
+  check_calibrated(Arch::Llama, 3, {"none", "swiglu", "norms"});
+}
+
+// Same-shaped blocks take the DP's homogeneous tables (one row per length): the same answers.
+TEST(OptimalPlannerCalibrated, HomogeneousChainsEqualBruteForce) {
+  const planner::Calibration cal = dram_heavy();
+  for (int L = 1; L <= 6; ++L) {
+    ModelConfig c = small(Arch::GPT2, 2, 0);
+    c.L = L;
+    const auto m = planner::shape_only_model(c);
+    const NamePolicy sel = m->policy("selective");
+    const std::vector<StepTrace> traces{planner::trace_step(*m, 1, 8), planner::trace_step(*m, 1, 8, &sel)};
+    check_time_model(traces, {"none", "selective"}, planner::calibrated_time(cal, {"none", "selective"}), &cal,
+                     "homogeneous L=" + std::to_string(L));
+  }
+}
+
+// A time model whose every term differs from block to block (no calibration has that, but the DP
+// must take the block's own term): DP equals brute force by schedule_time.
+TEST(OptimalPlannerCalibrated, PerBlockCostsEqualBruteForce) {
+  planner::TimeModel tm;
+  tm.forward_pass = [](int i) { return 10.0 + 3 * i; };
+  tm.recompute_pass = [](int i) { return 7.0 + 5 * (i % 2); };
+  tm.forward_store = [](int i, int p) { return 30.0 + 4 * i + 9 * p; };
+  tm.recompute_store = [](int i, int p) { return 20.0 + 2 * (i % 3) + 5 * p; };
+  tm.backward_stored = [](int i, int p) { return 60.0 + i - 11 * p; };
+  tm.backward_replayed = [](int i, int p) { return 45.0 + 3 * (i % 2) - 4 * p; };
+  tm.free_checkpoint = [](int i) { return 1.0 + i; };
+  tm.fixed = 1000;
+  for (int L = 1; L <= 6; ++L)
+    check_time_model(chain(Arch::Llama, L, {"none", "selective"}), {"none", "selective"}, tm, nullptr,
+                     "per-block costs L=" + std::to_string(L));
+}
+
+// flop_time, priced action by action, is predict_compute's total: the default objective is the FLOP
+// count, fixed terms included.
+TEST(OptimalPlannerCalibrated, FlopTimeIsTheFlopCount) {
+  const std::vector<StepTrace> traces = chain(Arch::GPT2, 5, {"none", "selective"});
+  const planner::TimeModel tm = planner::flop_time(traces);
+  planner::enumerate_family(5, 2, [&](const Schedule& s, const std::vector<int>& pol) {
+    const double f = total(planner::predict_compute(planner::splice(traces, pol), s));
+    ASSERT_NEAR(planner::schedule_time(tm, s, pol), f, 1e-12 * f);
+  });
+}
+
+// The calibration changes the plan: somewhere, the FLOP-optimal plan is slower by predict_time than
+// the calibrated DP's, and the calibrated DP never loses to it.
+TEST(OptimalPlannerCalibrated, TimeOptimalDiffersFromFlopOptimal) {
+  const planner::Calibration cal = dram_heavy();
+  const std::vector<std::string> names{"none", "selective"};
+  const std::vector<StepTrace> traces = chain(Arch::GPT2, 6, names);
+  const planner::PlanProblem by_flops{traces, names, {}, 0};
+  const planner::PlanProblem by_time{traces, names, planner::calibrated_time(cal, names), 0};
+  const std::vector<int> idx = planner::calibration_indices(cal, names);
+  auto seconds = [&](const planner::ChainPlan& p) {
+    std::vector<int> pol;
+    for (int q : p.block_policy) pol.push_back(idx[size_t(q)]);
+    return planner::predict_time(cal, p.schedule, pol).step;
+  };
+  int slower = 0;
+  for (const planner::ChainPlan& f : planner::optimal_frontier(by_flops)) {
+    const planner::ChainPlan t = planner::optimal_plan(by_time, f.memory.peak_activation);
+    EXPECT_LE(t.time, seconds(f));
+    EXPECT_GE(total(t.compute), total(f.compute) * (1 - 1e-12));  // and the FLOP DP is FLOP-optimal
+    slower += seconds(f) > t.time;
+  }
+  EXPECT_GT(slower, 0) << "the calibration should change some plan";
 }

@@ -3,7 +3,9 @@
 // data, activations, their gradients, transients, workspace) fits; trained, the measured whole-step
 // peak equals the prediction and stays within the budget, for several budgets on both
 // architectures, flash attention allowed or not. A budget below every plan is refused before
-// training, naming the least whole-step peak and its plan.
+// training, naming the least whole-step peak and its plan. With a calibration, plans are chosen and
+// ranked by predict_time: the chosen plan is never slower, so priced, than any textbook strategy or
+// frontier plan that fits.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -45,7 +47,7 @@ TrainOptions options(const ModelConfig& cfg) {
 void check_arch(Arch arch) {
   const ModelConfig cfg = config(arch);
   TrainOptions base = options(cfg);
-  const PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, data_bytes_for(base), false};
+  const PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, data_bytes_for(base), false, std::nullopt};
   ASSERT_GT(t.data_bytes, 0u);
   const Candidates c = make_candidates(cfg, t.micro, t.T);
   const StepPlan least = price_plan(c, planner::least_memory_plan(c.problem), t);
@@ -72,9 +74,13 @@ void check_arch(Arch arch) {
     EXPECT_LE(flops(plan), last_flops * (1 + 1e-12)) << "more budget gave a slower plan";
     last_flops = flops(plan);
     for (const StepPlan& f : frontier)
-      if (f.step.peak_total <= budget) EXPECT_GE(flops(f), flops(plan) * (1 - 1e-12)) << f.summary << " fits and is faster";
+      if (f.step.peak_total <= budget) {
+        EXPECT_GE(flops(f), flops(plan) * (1 - 1e-12)) << f.summary << " fits and is faster";
+      }
     for (const StepPlan& f : textbook)
-      if (f.step.peak_total <= budget) EXPECT_GE(flops(f), flops(plan) * (1 - 1e-12)) << f.summary << " fits and is faster";
+      if (f.step.peak_total <= budget) {
+        EXPECT_GE(flops(f), flops(plan) * (1 - 1e-12)) << f.summary << " fits and is faster";
+      }
     // Trained: the measured whole-step peak is the prediction, within the budget.
     TrainOptions o = base;
     apply_plan(plan, o);
@@ -123,7 +129,7 @@ TEST(Budget, TrainedWholeStepPeakFitsLlama) { check_arch(Arch::Llama); }
 TEST(Budget, ApplyPlanSpellsNamedStrategiesAndMixedPolicies) {
   const ModelConfig cfg = config(Arch::GPT2);
   const TrainOptions base = options(cfg);
-  const PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, 0, false};
+  const PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, 0, false, std::nullopt};
   const Candidates c = make_candidates(cfg, t.micro, t.T);
   TrainOptions o = base;
   const StepPlan block = price_strategy(c, parse_strategy("uniform:2", 5, true, true), "selective", t);
@@ -145,7 +151,7 @@ TEST(Budget, ApplyPlanSpellsNamedStrategiesAndMixedPolicies) {
     EXPECT_EQ(encode_schedule(s), encode_schedule(sp.schedule)) << sp.summary;
     for (int i = 0; i < 5; ++i) {
       const NamePolicy want = c.model->policy(sp.block_policy[size_t(i)]);
-      for (const std::string& local : {"attn.probs", "mlp.gelu", "ln_1", "ln_2"}) {
+      for (const char* local : {"attn.probs", "mlp.gelu", "ln_1", "ln_2"}) {
         const std::string name = c.model->layer_prefix(i) + local;
         EXPECT_EQ(pol.keep(name), want.keep(name)) << name << " in " << sp.summary;
       }
@@ -154,5 +160,89 @@ TEST(Budget, ApplyPlanSpellsNamedStrategiesAndMixedPolicies) {
   }
   EXPECT_TRUE(mixed_seen);
 }
+
+// A synthetic calibration of `cfg` at (micro, T) in which a first pass that stores costs more than a
+// checkpoint replayed with its internals, except under the selective policies: the fastest plan by
+// time is not the fastest by FLOPs. Integer seconds.
+planner::Calibration calibration_of(const ModelConfig& cfg, int64_t micro, int64_t T) {
+  planner::Calibration c;
+  c.cfg = cfg;
+  c.B = micro;
+  c.T = T;
+  c.threads = 2;
+  c.repeats = 1;
+  c.embed_forward = 7;
+  c.head_forward = 11;
+  c.head_backward = 13;
+  c.embed_backward = 5;
+  c.rest = 17;
+  c.forward_pass = 100;
+  c.recompute_pass = 60;
+  c.free_checkpoint = 3;
+  c.policies = {{"none", 200, 130, 380, 290},  {"selective", 150, 160, 330, 340}, {"gelu", 190, 120, 400, 310},
+                {"swiglu", 170, 140, 390, 300}, {"norms", 180, 150, 350, 320}};
+  return c;
+}
+
+void check_calibrated(Arch arch) {
+  const ModelConfig cfg = config(arch);
+  const TrainOptions base = options(cfg);
+  PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, 4096, false, std::nullopt};
+  t.calibration = calibration_of(cfg, t.micro, t.T);
+  const Candidates c = make_candidates(cfg, t.micro, t.T, &*t.calibration);
+  const Candidates by_flops = make_candidates(cfg, t.micro, t.T);
+  std::vector<StepPlan> others;
+  for (const std::string& name : c.problem.policy_names)
+    for (const char* s : {"none", "block", "sqrt", "uniform:2", "all"})
+      for (bool last : {false, true})
+        for (bool internals : {false, true})
+          others.push_back(price_strategy(c, parse_strategy(s, int(cfg.L), last, internals), name, t));
+  for (const planner::ChainPlan& p : planner::optimal_frontier(c.problem)) others.push_back(price_plan(c, p, t));
+  const StepPlan least = price_plan(c, planner::least_memory_plan(c.problem), t);
+  const StepPlan none = price_strategy(c, parse_strategy("none", int(cfg.L), false), "none", t);
+  double last = 1e300;
+  int differs = 0;
+  for (size_t k = 0; k <= 8; ++k) {
+    const size_t budget = least.step.peak_total + (none.step.peak_total - least.step.peak_total) * k / 8;
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    const StepPlan plan = plan_for_budget(t, budget);
+    ASSERT_TRUE(plan.seconds.has_value());
+    EXPECT_LE(plan.step.peak_total, budget);
+    // Its seconds are predict_time's, for the whole optimizer step (two micro-batches, the rest once).
+    std::vector<int> idx;
+    for (const std::string& n : plan.block_policy) idx.push_back(t.calibration->policy_index(n));
+    const planner::TimePrediction tp = planner::predict_time(*t.calibration, plan.schedule, idx);
+    EXPECT_EQ(*plan.seconds, 2 * tp.step - t.calibration->rest);
+    EXPECT_LE(*plan.seconds, last) << "more budget gave a slower plan";
+    last = *plan.seconds;
+    for (const StepPlan& o : others)
+      if (o.step.peak_total <= budget) {
+        EXPECT_GE(*o.seconds, *plan.seconds) << o.summary << " fits and is faster";
+      }
+    // The FLOP planner's choice, priced by the calibration, is never faster, and somewhere slower.
+    PlanTarget tf = t;
+    tf.calibration.reset();
+    const StepPlan f = plan_for_budget(tf, budget);
+    EXPECT_FALSE(f.seconds.has_value());
+    std::vector<int> fidx;
+    for (const std::string& n : f.block_policy) fidx.push_back(t.calibration->policy_index(n));
+    const double f_seconds = 2 * planner::predict_time(*t.calibration, f.schedule, fidx).step - t.calibration->rest;
+    EXPECT_GE(f_seconds, *plan.seconds);
+    differs += f_seconds > *plan.seconds;
+  }
+  EXPECT_GT(differs, 0) << "the calibration should change some plan";
+  // One kernel's calibration cannot price --attention auto.
+  PlanTarget ta = t;
+  ta.allow_flash = true;
+  try {
+    plan_for_budget(ta, none.step.peak_total);
+    ADD_FAILURE() << "a calibration was used for two kernels";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a calibration prices one attention kernel"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Budget, CalibratedPlanIsNeverSlowerThanWhatFitsGpt2) { check_calibrated(Arch::GPT2); }
+TEST(Budget, CalibratedPlanIsNeverSlowerThanWhatFitsLlama) { check_calibrated(Arch::Llama); }
 
 }  // namespace
