@@ -1,9 +1,13 @@
-// remat bench: one run over checkpoint strategies for one config. Medians over timed steps after a
-// warm-up, measured activation peaks beside the planner's, and overheads against `none`.
+// remat bench: one run over checkpoint strategies (and a plan file's plan) for one config. Medians
+// over timed steps after a warm-up, measured activation peaks beside the planner's, and overheads
+// against `none`. With --time-model: measured, FLOP-predicted and calibrated overheads, for one or
+// several configs in one run.
 #include <omp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -17,6 +21,7 @@
 #include "planner/calibration.h"
 #include "planner/optimal.h"
 #include "planner/planner.h"
+#include "train/budget.h"
 #include "train/calibrate.h"
 #include "train/report.h"
 
@@ -34,13 +39,17 @@ struct BenchFlags {
   bool json = false;
   bool profile = false;
   bool time_model = false;
-  std::string calibration, clock = "wall";
+  std::string configs;                   // --configs, for --time-model
+  std::vector<std::string> calibration;  // one per config, in order
+  std::string clock = "wall";
+  std::string plan;  // a plan file (remat plan ... --out FILE)
 };
 
 // A bench row: "[flash+|naive+]STRATEGY[+POLICY]", e.g. "selective", "flash+block", "block+gelu".
 struct RowSpec {
   std::string label, strategy = "none", policy = "none";
   std::optional<autograd::AttentionKind> attention;
+  const StepPlan* plan = nullptr;  // the row runs this plan (label, strategy and policy unused)
 };
 bool looks_like_strategy(const std::string& tok) {
   for (const char* s : {"none", "all", "block", "sqrt"})
@@ -164,28 +173,184 @@ double load_average() {
   return f ? l : -1.0;
 }
 
-// remat bench --time-model: in one run, the step-time overhead against store-everything of block,
-// sqrt, selective and the DP's plan at the memory midway between block and none, measured, predicted
-// from FLOPs and predicted from the calibration, side by side. The rows share one model and run
-// interleaved, one step of each per round (the first row rotating), so that the machine's drift
-// reaches them alike; a second `none` row measures the run-to-run spread of one strategy. Measured
-// overheads are medians over rounds of the row's step over none's step in the same round.
-void run_time_model(const BenchFlags& f, const ModelConfig& cfg, int64_t T) {
-  const int L = int(cfg.L);
-  const int64_t B = f.batch;
-  const int threads = omp_get_max_threads();
-  const double load0 = load_average();
-  const std::vector<std::string> names{"none", "selective"};
+// --configs: several models for --time-model in one run, in the labels the measurements use
+// ("L16 C256 NH4 T256 B8"). Each key sets one model flag (or the batch) for its config; the other
+// model flags apply to every config.
+struct ConfigKey {
+  const char* key;
+  const char* flag;
+  int64_t ModelFlags::*field;  // null: the batch
+};
+constexpr ConfigKey kConfigKeys[] = {{"L", "--layers", &ModelFlags::L},   {"C", "--channels", &ModelFlags::C},
+                                     {"NH", "--heads", &ModelFlags::NH},  {"KVH", "--kv-heads", &ModelFlags::KVH},
+                                     {"H", "--hidden", &ModelFlags::hidden}, {"T", "--seq", &ModelFlags::T},
+                                     {"V", "--vocab", &ModelFlags::V},    {"B", "--batch", nullptr}};
+// What --time-model runs when no model flag, --batch, --configs or --plan is given: the two
+// configs at a batch and sequence length that take a few minutes on two cores.
+constexpr const char* kDefaultConfigs = "L16 C256 NH4 T256 B8; L12 C768 NH12 T256 B2";
 
-  // The calibration: from the file (checked against this run), or measured now.
+std::string config_keys_help() {
+  std::string s;
+  for (const ConfigKey& k : kConfigKeys) s += std::string(s.empty() ? "" : ", ") + k.key + " " + (k.flag + 2);
+  return s;
+}
+
+// One model of a --time-model run.
+struct TimeConfig {
+  std::string label;  // "L16 C256 NH4 T256 B8"
+  ModelConfig cfg;
+  int64_t B = 0, T = 0;
+  std::string calibration;  // the file to predict from, or "" to calibrate in the run
+  std::optional<planner::Calibration> cal;  // its contents, checked for this config before any work
+};
+
+// The policies --time-model prices: the DP's candidates first, then a plan file's other policies
+// (priced, not planned with).
+const std::vector<std::string> kTimeModelDpPolicies{"none", "selective"};
+std::vector<std::string> time_model_policies(const StepPlan* file_plan) {
+  std::vector<std::string> names = kTimeModelDpPolicies;
+  if (file_plan)
+    for (const std::string& n : file_plan->block_policy)
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  return names;
+}
+
+// Parses --configs into one TimeConfig per ';'-separated config, each built from `base` (the model
+// flags as given) with its keys set, and checked as the model flags are (ModelFlags::config). Throws
+// remat::Error naming the config and the token, with the spelling, on anything malformed.
+std::vector<TimeConfig> parse_configs(const std::string& text, const ModelFlags& base, bool batch_given, int64_t batch) {
+  const std::string hint = std::string("write e.g. --configs '") + kDefaultConfigs + "': configs separated by ';', "
+                           "each KEY then a positive whole number, KEY one of " + config_keys_help();
+  std::vector<TimeConfig> out;
+  std::vector<std::string> parts;
+  {
+    std::string part;
+    std::stringstream ss(text);
+    while (std::getline(ss, part, ';')) parts.push_back(part);
+    if (text.empty() || text.back() == ';') parts.push_back("");
+  }
+  for (size_t n = 0; n < parts.size(); ++n) {
+    const std::string where = "config " + std::to_string(n + 1) + " of --configs " + quote_name(text);
+    std::stringstream ss(parts[n]);
+    std::vector<std::string> tokens;
+    for (std::string tok; ss >> tok;) tokens.push_back(tok);
+    if (tokens.empty()) throw Error("bench", where + " is empty", hint);
+    ModelFlags mf = base;
+    int64_t B = batch;
+    std::vector<std::string> seen;
+    for (const std::string& tok : tokens) {
+      size_t digits = 0;
+      while (digits < tok.size() && std::isalpha(static_cast<unsigned char>(tok[digits]))) ++digits;
+      std::string key = tok.substr(0, digits);
+      for (char& ch : key) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+      const ConfigKey* k = nullptr;
+      for (const ConfigKey& c : kConfigKeys)
+        if (key == c.key) k = &c;
+      if (!k)
+        throw Error("bench", where + ": " + quote_name(tok) + " does not start with a key", hint);
+      const std::string num = tok.substr(digits);
+      int64_t v = 0;
+      bool ok = !num.empty() && num.size() <= 12;
+      for (char ch : num) ok = ok && std::isdigit(static_cast<unsigned char>(ch));
+      if (ok) v = std::stoll(num);
+      if (!ok || v <= 0)
+        throw Error("bench", where + ": " + quote_name(tok) + " needs a positive whole number after " + k->key, hint);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        throw Error("bench", where + " gives " + key + " twice", hint);
+      seen.push_back(key);
+      if (k->field ? base.given(k->flag) : batch_given)
+        throw Error("bench", where + " sets " + key + " and " + k->flag + " is given too",
+                    std::string("drop ") + k->flag + " (it would apply to every config), or " + key + " from --configs");
+      if (k->field)
+        mf.*(k->field) = v;
+      else
+        B = v;
+    }
+    TimeConfig c;
+    for (const std::string& tok : tokens) c.label += (c.label.empty() ? "" : " ") + tok;
+    try {
+      c.cfg = mf.config();
+    } catch (const Error& e) {  // "[config] what (hint: ...)": the same, naming the config
+      const std::string m = e.what();
+      const size_t at = m.rfind("] ", m.find(' '));
+      throw Error("bench", where + ": " + (at == std::string::npos ? m : m.substr(at + 2)));
+    }
+    c.T = mf.seq(c.cfg);
+    c.B = B;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// An option's value for a command line: as is when plain, else in single quotes.
+std::string shell_quoted(const std::string& v) {
+  bool plain = !v.empty();
+  for (char ch : v)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || std::string("._:,+-/=").find(ch) != std::string::npos))
+      plain = false;
+  if (plain) return v;
+  std::string q = "'";
+  for (char ch : v) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+// `remat bench` and every option given on the command line, with `extra` appended: the command that
+// reproduces this run.
+std::string command_of(const CLI::App& app, const std::string& extra) {
+  std::string s = "remat " + app.get_name();
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->count() == 0) continue;
+    s += " " + o->get_name();
+    if (o->get_expected_max() != 0)  // not a flag
+      for (const std::string& r : o->results()) s += " " + shell_quoted(r);
+  }
+  return s + extra;
+}
+
+std::string ratio_text(double r) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", r);
+  return b;
+}
+
+// One config's rows of --time-model, measured and predicted.
+struct TimeRow {
+  std::string label;
+  size_t act_bytes = 0;
+  double step_ms = 0, measured = 0, lo = 0, hi = 0, flops = 0, calibrated = 0;
+  bool checked = true;  // a prediction to check (not none, not none again)
+};
+struct TimeResult {
+  TimeConfig c;
+  std::vector<TimeRow> rows;
+  std::string source;  // where the calibration came from
+  double calib_s = 0, load0 = 0, load1 = 0;
+  size_t budget = 0;
+  std::string budget_plan;
+};
+
+// remat bench --time-model, one config: the step-time overhead against store-everything of block,
+// sqrt, selective, the DP's plan at the memory midway between block and none (and a plan file's plan,
+// when given), measured, predicted from FLOPs and predicted from the calibration. The rows share one
+// model and run interleaved, one step of each per round (the first row rotating), so that the
+// machine's drift reaches them alike; a second `none` row measures the run-to-run spread of one
+// strategy. Measured overheads are medians over rounds of the row's step over none's step in the same
+// round.
+TimeResult time_config(const BenchFlags& f, const TimeConfig& tc, const StepPlan* file_plan) {
+  TimeResult res;
+  res.c = tc;
+  const ModelConfig& cfg = tc.cfg;
+  const int L = int(cfg.L);
+  const int64_t B = tc.B, T = tc.T;
+  res.load0 = load_average();
+  const std::vector<std::string>& dp_names = kTimeModelDpPolicies;
+  const std::vector<std::string> names = time_model_policies(file_plan);
+
+  // The calibration: from the file (loaded and checked before any work), or measured now.
   planner::Calibration cal;
-  std::string source;
-  double calib_s = 0;
-  if (!f.calibration.empty()) {
-    cal = planner::load_calibration(f.calibration);
-    planner::check_calibration(cal, cfg, B, T, threads, f.clock, f.calibration);
-    planner::calibration_indices(cal, names);  // throws naming a missing policy
-    source = f.calibration;
+  if (tc.cal) {
+    cal = *tc.cal;
+    res.source = tc.calibration;
   } else {
     CalibrateOptions co;
     co.cfg = cfg;
@@ -197,18 +362,22 @@ void run_time_model(const BenchFlags& f, const ModelConfig& cfg, int64_t T) {
     co.clock = parse_clock(f.clock);
     const double t0 = now();
     cal = calibrate(co);
-    calib_s = now() - t0;
-    source = "measured in this run";
+    res.calib_s = now() - t0;
+    res.source = "measured in this run";
   }
 
   // The plan problem: one dry run per candidate policy; the DP's time is the calibrated one.
   const auto dry = planner::shape_only_model(cfg);
   std::vector<NamePolicy> policies;
-  for (const std::string& n : names) policies.push_back(dry->policy(n));
+  std::vector<planner::StepTrace> traces;
+  for (const std::string& n : names) {
+    policies.push_back(dry->policy(n));
+    traces.push_back(planner::trace_step(*dry, B, T, policies.back().keeps_all() ? nullptr : &policies.back()));
+  }
   planner::PlanProblem pp;
-  for (const NamePolicy& p : policies) pp.traces.push_back(planner::trace_step(*dry, B, T, p.keeps_all() ? nullptr : &p));
-  pp.policy_names = names;
-  pp.time = planner::calibrated_time(cal, names);
+  pp.traces.assign(traces.begin(), traces.begin() + std::ptrdiff_t(dp_names.size()));
+  pp.policy_names = dp_names;
+  pp.time = planner::calibrated_time(cal, dp_names);
   const std::vector<int> cal_idx = planner::calibration_indices(cal, names);
 
   struct Row {
@@ -226,11 +395,18 @@ void run_time_model(const BenchFlags& f, const ModelConfig& cfg, int64_t T) {
                         {"sqrt", schedule_of("sqrt"), all_none, {}, {}},
                         {"selective", schedule_of("none"), all_selective, {}, {}}};
   const auto peak = [&](const Schedule& s, const std::vector<int>& pol) {
-    return planner::simulate_memory(planner::splice(pp.traces, pol), s).peak_activation;
+    return planner::simulate_memory(planner::splice(traces, pol), s).peak_activation;
   };
-  const size_t budget = (peak(rows[0].schedule, all_none) + peak(rows[1].schedule, all_none)) / 2;
-  const planner::ChainPlan plan = planner::optimal_plan(pp, budget);
+  res.budget = (peak(rows[0].schedule, all_none) + peak(rows[1].schedule, all_none)) / 2;
+  const planner::ChainPlan plan = planner::optimal_plan(pp, res.budget);
+  res.budget_plan = plan.summary();
   rows.push_back({"budget plan", plan.schedule, plan.block_policy, {}, {}});
+  if (file_plan) {
+    std::vector<int> pol;
+    for (const std::string& n : file_plan->block_policy)
+      pol.push_back(int(std::find(names.begin(), names.end(), n) - names.begin()));
+    rows.push_back({"plan", file_plan->schedule, pol, {}, {}});
+  }
   rows.push_back({"none (again)", rows[0].schedule, all_none, {}, {}});
 
   StepTimer timer(cfg, B, T, f.seed, parse_clock(f.clock));
@@ -255,7 +431,7 @@ void run_time_model(const BenchFlags& f, const ModelConfig& cfg, int64_t T) {
       rows[i].ratio.push_back(ms[i] / ms[0]);
     }
   }
-  const double load1 = load_average();
+  res.load1 = load_average();
 
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -263,7 +439,7 @@ void run_time_model(const BenchFlags& f, const ModelConfig& cfg, int64_t T) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   };
   auto flops = [&](const Row& r) {
-    const planner::ComputePrediction c = planner::predict_compute(planner::splice(pp.traces, r.policy), r.schedule);
+    const planner::ComputePrediction c = planner::predict_compute(planner::splice(traces, r.policy), r.schedule);
     return c.fwd + c.bwd + c.recompute;
   };
   auto predicted = [&](const Row& r) {
@@ -272,48 +448,116 @@ void run_time_model(const BenchFlags& f, const ModelConfig& cfg, int64_t T) {
     return planner::predict_time(cal, r.schedule, ci).step;
   };
   const double none_flops = flops(rows[0]), none_pred = predicted(rows[0]);
-  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    TimeRow t;
+    t.label = r.label;
+    t.act_bytes = peak(r.schedule, r.policy);
+    t.step_ms = median(r.step_ms);
+    t.measured = median(r.ratio);
+    t.lo = *std::min_element(r.ratio.begin(), r.ratio.end());
+    t.hi = *std::max_element(r.ratio.begin(), r.ratio.end());
+    t.flops = flops(r) / none_flops;
+    t.calibrated = predicted(r) / none_pred;
+    t.checked = i != 0 && i + 1 != rows.size();
+    res.rows.push_back(t);
+  }
+  return res;
+}
+
+// remat bench --time-model over every config: one table, a row per (config, row), each config's rows
+// printed as soon as they are measured; then the worst error of each prediction over the rows that
+// predict something (all but none and none again), and each config's notes.
+void run_time_model(const BenchFlags& f, const std::vector<TimeConfig>& configs, const StepPlan* file_plan,
+                    const std::string& plan_file, const std::string& command) {
+  const int threads = omp_get_max_threads();
+  size_t w = 6;
+  for (const TimeConfig& c : configs) w = std::max(w, c.label.size());
+  const int cw = int(w);
   if (!f.json) {
-    std::printf("remat bench --time-model: %s, B=%lld, T=%lld, %d threads, attention %s; %lld rounds after %lld "
-                "warm-up, rows interleaved, %s clock; calibration %s%s; load average %.2f -> %.2f\n",
-                cfg.describe().c_str(), (long long)B, (long long)T, threads,
-                autograd::attention_kind_name(cfg.attention), (long long)f.steps, (long long)f.warmup, f.clock.c_str(), source.c_str(),
-                calib_s > 0 ? (" (" + std::to_string(int(calib_s + 0.5)) + " s)").c_str() : "", load0, load1);
-    std::printf("budget plan: %s at a budget of %.2f MiB (midway between block and none)\n", plan.summary().c_str(),
-                double(budget) / 1048576.0);
-    std::printf("%-13s %10s %10s %9s %15s %9s %9s %9s %9s\n", "row", "act MiB", "median ms", "measured",
-                "spread (min-max)", "FLOP", "calibr.", "FLOP pts", "cal. pts");
+    std::printf("command: %s\n", command.c_str());
+    std::printf("remat bench --time-model: %zu config%s, %d threads, %s clock; per config: the calibration, then %lld "
+                "rounds after %lld warm-up, rows interleaved; overheads against none; points: prediction minus "
+                "measured\n",
+                configs.size(), configs.size() == 1 ? "" : "s", threads, f.clock.c_str(), (long long)f.steps,
+                (long long)f.warmup);
+    if (file_plan)
+      std::printf("plan %s: %s, attention %s (row \"plan\")\n", plan_file.c_str(), file_plan->summary.c_str(),
+                  autograd::attention_kind_name(file_plan->cfg.attention));
+    std::printf("%-*s  %-13s %10s %10s %9s %15s %9s %9s %9s %9s\n", cw, "config", "row", "act MiB", "median ms",
+                "measured", "spread (min-max)", "FLOP", "calibr.", "FLOP pts", "cal. pts");
+    std::fflush(stdout);
   }
-  for (const Row& r : rows) {
-    const double meas = median(r.ratio);
-    const double lo = *std::min_element(r.ratio.begin(), r.ratio.end()),
-                 hi = *std::max_element(r.ratio.begin(), r.ratio.end());
-    const double fl = flops(r) / none_flops, ca = predicted(r) / none_pred;
-    const double act = double(peak(r.schedule, r.policy)) / 1048576.0;
-    if (f.json) {
-      out.push_back({{"row", r.label},
-                     {"predicted_activation_bytes", peak(r.schedule, r.policy)},
-                     {"step_ms_median", median(r.step_ms)},
-                     {"overhead_measured", meas},
-                     {"overhead_measured_min", lo},
-                     {"overhead_measured_max", hi},
-                     {"overhead_flops", fl},
-                     {"overhead_calibrated", ca},
-                     {"flops_minus_measured_points", (fl - meas) * 100},
-                     {"calibrated_minus_measured_points", (ca - meas) * 100},
-                     {"config", cfg.describe()},
-                     {"batch", B},
-                     {"seq", T},
-                     {"threads", threads},
-                     {"calibration", source},
-                     {"clock", f.clock},
-                     {"load_average", {load0, load1}}});
-    } else {
-      std::printf("%-13s %10.2f %10.1f %9.3f %7.3f-%-7.3f %9.3f %9.3f %+9.1f %+9.1f\n", r.label.c_str(), act,
-                  median(r.step_ms), meas, lo, hi, fl, ca, (fl - meas) * 100, (ca - meas) * 100);
+  nlohmann::json out = nlohmann::json::array();
+  std::vector<TimeResult> results;
+  for (const TimeConfig& c : configs) {
+    results.push_back(time_config(f, c, file_plan));
+    const TimeResult& res = results.back();
+    for (const TimeRow& r : res.rows) {
+      const double fp = (r.flops - r.measured) * 100, cp = (r.calibrated - r.measured) * 100;
+      if (f.json) {
+        nlohmann::json j{{"row", r.label},
+                         {"config_spec", c.label},
+                         {"predicted_activation_bytes", r.act_bytes},
+                         {"step_ms_median", r.step_ms},
+                         {"overhead_measured", r.measured},
+                         {"overhead_measured_min", r.lo},
+                         {"overhead_measured_max", r.hi},
+                         {"overhead_flops", r.flops},
+                         {"overhead_calibrated", r.calibrated},
+                         {"flops_minus_measured_points", fp},
+                         {"calibrated_minus_measured_points", cp},
+                         {"config", c.cfg.describe()},
+                         {"batch", c.B},
+                         {"seq", c.T},
+                         {"threads", threads},
+                         {"calibration", res.source},
+                         {"clock", f.clock},
+                         {"load_average", {res.load0, res.load1}}};
+        if (r.label == "plan") j["plan_file"] = plan_file;
+        out.push_back(j);
+      } else {
+        std::printf("%-*s  %-13s %10.2f %10.1f %9.3f %7.3f-%-7.3f %9.3f %9.3f %+9.1f %+9.1f\n", cw, c.label.c_str(),
+                    r.label.c_str(), double(r.act_bytes) / 1048576.0, r.step_ms, r.measured, r.lo, r.hi, r.flops,
+                    r.calibrated, fp, cp);
+      }
     }
+    std::fflush(stdout);
   }
-  if (f.json) std::printf("%s\n", out.dump(2).c_str());
+  if (f.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  // The worst error of each prediction, signed, and where.
+  struct Worst {
+    double points = 0;
+    std::string where = "-";
+  } worst_flops, worst_cal;
+  std::string checked_rows, again;
+  for (const TimeResult& res : results)
+    for (const TimeRow& r : res.rows) {
+      if (!r.checked) {
+        if (r.label != "none")
+          again += (again.empty() ? "" : ", ") + ratio_text(r.measured) + " (" + res.c.label + ")";
+        continue;
+      }
+      if (&res == &results.front())
+        checked_rows += (checked_rows.empty() ? "" : ", ") + r.label;
+      for (auto [w, pred] : {std::pair<Worst*, double>{&worst_flops, r.flops}, {&worst_cal, r.calibrated}}) {
+        const double pts = (pred - r.measured) * 100;
+        if (w->where == "-" || std::abs(pts) > std::abs(w->points)) *w = {pts, res.c.label + " " + r.label};
+      }
+    }
+  std::printf("worst error over %s, %s: FLOP %+.1f points (%s), calibrated %+.1f points (%s); none again measured %s\n",
+              checked_rows.c_str(), configs.size() == 1 ? "one config" : ("all " + std::to_string(configs.size()) + " configs").c_str(),
+              worst_flops.points, worst_flops.where.c_str(), worst_cal.points, worst_cal.where.c_str(), again.c_str());
+  for (const TimeResult& res : results)
+    std::printf("%-*s  %s, B=%lld, T=%lld, attention %s; calibration %s%s; load average %.2f -> %.2f; budget plan: %s "
+                "at a budget of %.2f MiB (midway between block and none)\n",
+                cw, res.c.label.c_str(), res.c.cfg.describe().c_str(), (long long)res.c.B, (long long)res.c.T,
+                autograd::attention_kind_name(res.c.cfg.attention), res.source.c_str(),
+                res.calib_s > 0 ? (" (" + std::to_string(int(res.calib_s + 0.5)) + " s)").c_str() : "", res.load0,
+                res.load1, res.budget_plan.c_str(), double(res.budget) / 1048576.0);
 }
 }  // namespace
 
@@ -342,16 +586,25 @@ void add_bench(CLI::App& root) {
                                               "selective and the DP's plan at the memory midway between block and none, "
                                               "measured (rows interleaved, a second none row for the spread), predicted "
                                               "from FLOPs and from a calibration, with the differences in points");
-  app->add_option("--calibration", f.calibration, "With --time-model: the calibration file to predict from (remat "
-                                                  "calibrate --out; it must match this run), instead of calibrating "
-                                                  "in this run");
+  app->add_option("--calibration", f.calibration, "With --time-model: the calibration files to predict from, one per "
+                                                  "config in the order of --configs (remat calibrate --out; each must "
+                                                  "match its config), instead of calibrating each config in this run");
+  app->add_option("--configs", f.configs,
+                  std::string("With --time-model: several models in one run and one table, separated by ';', each as "
+                              "KEY then value: ") + config_keys_help() + " (e.g. '" + kDefaultConfigs +
+                      "'); the other model flags apply to every config. Default, when none of --preset, --arch, "
+                      "--block-size, --plan and the flags the keys set is given: '" + kDefaultConfigs + "'");
+  app->add_option("--plan", f.plan, "Also bench the plan in this file (remat plan ... --budget SIZE --out FILE), for "
+                                    "the model, batch and seq it was made for: a row \"plan\" beside the --recompute "
+                                    "rows (default with --plan: none), or beside --time-model's");
   app->add_option("--clock", f.clock, "With --time-model: what to time, wall (seconds as they pass) or cpu (the "
                                       "process's CPU time, every thread's: steadier on a loaded machine)")
       ->check(CLI::IsMember({"wall", "cpu"}))->capture_default_str();
   app->add_flag("--profile", f.profile, "Also time every op (forward, recompute, backward; medians over the timed steps) and print where each "
                                         "strategy's step goes (JSON: a \"profile\" list per row)");
-  app->callback([flags]() {
+  app->callback([flags, app]() {
     BenchFlags& f = *flags;
+    auto given = [&](const char* name) { return app->get_option(name)->count() > 0; };
     f.model.apply_threads();
     if (f.steps < 1)
       throw Error("bench", "--steps must be at least 1, got " + std::to_string(f.steps), "e.g. --steps 5");
@@ -360,29 +613,88 @@ void add_bench(CLI::App& root) {
     if (f.steps > 1000000 || f.warmup > 1000000)
       throw Error("bench", "--steps " + std::to_string(f.steps) + " --warmup " + std::to_string(f.warmup) +
                                ": more than a million steps per row", "e.g. --steps 5 --warmup 2");
-    ModelConfig cfg = f.model.config();
-    const int64_t T = f.model.seq(cfg);
-    const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
-    check_sizes(cfg, micro, T, 16.0);
     if (!f.calibration.empty() && !f.time_model)
       throw Error("bench", "--calibration is read only by --time-model", "add --time-model, or drop --calibration");
     if (f.clock != "wall" && !f.time_model)
       throw Error("bench", "--clock is read only by --time-model", "add --time-model, or drop --clock");
+    if (given("--configs") && !f.time_model)
+      throw Error("bench", "--configs is read only by --time-model", "add --time-model, or drop --configs");
+    if (f.batch <= 0) throw Error("bench", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 8");
+    // A plan file: checked against the model flags, batch and seq before any work.
+    std::optional<StepPlan> plan;
+    if (!f.plan.empty()) {
+      for (const char* flag : {"--recompute-last", "--segment-replay", "--configs"})
+        if (given(flag))
+          throw Error("bench", std::string(flag) + " cannot be combined with --plan",
+                      "the plan file gives its schedule and its model; drop " + std::string(flag));
+      plan = read_plan_file(f.plan);
+      const ModelConfig asked = f.model.config();
+      check_plan_target(*plan, asked, f.model.given("--attention"), f.batch, f.micro_batch ? f.micro_batch : f.batch,
+                        f.model.seq(asked), f.plan);
+    }
     if (f.time_model) {
-      if (micro != f.batch)
-        throw Error("bench", "--time-model times steps of one micro-batch, got --micro-batch " + std::to_string(micro) +
-                                 " of --batch " + std::to_string(f.batch),
-                    "drop --micro-batch");
       if (f.profile) throw Error("bench", "--time-model does not profile ops", "drop --profile");
-      run_time_model(f, cfg, T);
+      // The configs: --configs, or the model flags as given, or (given nothing) the default pair.
+      bool model_given = given("--batch") || plan.has_value();
+      for (const ConfigKey& k : kConfigKeys)
+        if (k.field) model_given = model_given || f.model.given(k.flag);
+      for (const char* flag : {"--preset", "--arch", "--block-size"}) model_given = model_given || f.model.given(flag);
+      const bool by_default = !given("--configs") && !model_given;
+      std::vector<TimeConfig> configs;
+      if (given("--configs") || by_default) {
+        configs = parse_configs(by_default ? kDefaultConfigs : f.configs, f.model, given("--batch"), f.batch);
+      } else {
+        TimeConfig c;
+        c.cfg = plan ? plan->cfg : f.model.config();  // the plan's attention kernel
+        c.T = f.model.seq(c.cfg);
+        c.B = f.batch;
+        c.label = "L" + std::to_string(c.cfg.L) + " C" + std::to_string(c.cfg.C) + " NH" + std::to_string(c.cfg.NH) +
+                  " T" + std::to_string(c.T) + " B" + std::to_string(c.B);
+        configs.push_back(c);
+      }
+      if (!f.calibration.empty() && f.calibration.size() != configs.size())
+        throw Error("bench", std::to_string(configs.size()) + " config" + (configs.size() == 1 ? "" : "s") + " but " +
+                                 std::to_string(f.calibration.size()) + " calibration file" +
+                                 (f.calibration.size() == 1 ? "" : "s"),
+                    "give one --calibration file per config, in the order of --configs, or none to calibrate each "
+                    "config in this run");
+      for (size_t i = 0; i < configs.size(); ++i) {
+        TimeConfig& c = configs[i];
+        if (!f.calibration.empty()) {
+          c.calibration = f.calibration[i];
+          c.cal = planner::load_calibration(c.calibration);
+          planner::check_calibration(*c.cal, c.cfg, c.B, c.T, omp_get_max_threads(), f.clock, c.calibration);
+          planner::calibration_indices(*c.cal, time_model_policies(plan ? &*plan : nullptr));  // names a missing one
+        }
+        if (f.micro_batch && f.micro_batch != c.B)
+          throw Error("bench", "--time-model times steps of one micro-batch, got --micro-batch " +
+                                   std::to_string(f.micro_batch) + " of --batch " + std::to_string(c.B),
+                      "drop --micro-batch");
+        check_sizes(c.cfg, c.B, c.T, 16.0);
+      }
+      run_time_model(f, configs, plan ? &*plan : nullptr, f.plan,
+                     command_of(*app, by_default ? " --configs " + shell_quoted(kDefaultConfigs) : ""));
       return;
     }
+    ModelConfig cfg = plan ? plan->cfg : f.model.config();
+    const int64_t T = f.model.seq(cfg);
+    const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
+    check_sizes(cfg, micro, T, 16.0);
     std::vector<RowSpec> specs;
     const auto dry = planner::shape_only_model(cfg);
-    for (auto& s : f.strategies) {  // fail before running anything
+    // With --plan and no --recompute, the plan runs beside none (for the overheads).
+    const std::vector<std::string> row_texts =
+        plan && !given("--recompute") ? std::vector<std::string>{"none"} : f.strategies;
+    for (auto& s : row_texts) {  // fail before running anything
       specs.push_back(parse_row(s, *dry));
       parse_strategy(specs.back().strategy, int(cfg.L), f.recompute_last);
       dry->policy(specs.back().policy);
+    }
+    if (plan) {
+      RowSpec r;
+      r.label = "plan";
+      r.plan = &*plan;
+      specs.push_back(r);
     }
     const double gemm_peak = measure_gemm_peak();
     // Each row is printed (and flushed) as soon as it is measured: the table line by line, the JSON
@@ -393,6 +705,9 @@ void add_bench(CLI::App& root) {
                   cfg.describe().c_str(), (long long)f.batch, (long long)micro, (long long)T, omp_get_max_threads(),
                   cfg.dropout, autograd::attention_kind_name(cfg.attention), (long long)f.steps, (long long)f.warmup,
                   gemm_peak);
+      if (plan)
+        std::printf("plan %s: %s, attention %s (row \"plan\")\n", f.plan.c_str(), plan->summary.c_str(),
+                    autograd::attention_kind_name(plan->cfg.attention));
       std::printf("%-18s %5s %12s %12s %8s %10s %9s %9s %9s %9s %8s %7s\n", "strategy", "segs", "act MiB meas",
                   "act MiB pred", "fwd-eq", "median ms", "tok/s", "ovh time", "ovh FLOP", "ovh t-cal", "GFLOP/s",
                   "%sgemm");
@@ -422,6 +737,7 @@ void add_bench(CLI::App& root) {
       o.sample_tokens = 0;
       o.progress = false;
       o.quiet = true;
+      if (row.plan) apply_plan(*row.plan, o);
       autograd::OpProfile prof;
       if (f.profile) o.profile = &prof;
       Trainer t(o);
@@ -451,6 +767,7 @@ void add_bench(CLI::App& root) {
                      t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
       nlohmann::json j = report_json(ri);
       j["strategy"] = sname;
+      if (row.plan) j["plan_file"] = f.plan;
       const auto& c = last.counters;
       const double step_flops = c.fwd_flops + c.bwd_flops + c.recompute_flops;
       std::sort(chain_fwd_ms.begin(), chain_fwd_ms.end());

@@ -31,6 +31,14 @@ struct PlanFlags {
   std::string out, svg, data, data_format = "auto";
   std::string calibration;
 };
+// "12.00 MiB (6.29 M elements, bf16)": one boundary |x| in bytes, elements and the residual stream's dtype.
+std::string boundary_text(size_t bytes, const ModelConfig& c) {
+  char b[96];
+  const DType d = c.residual_dtype();
+  std::snprintf(b, sizeof b, " (%.2f M elements, %s)", double(bytes) / double(dtype_size(d)) / 1e6, dtype_name(d));
+  return format_bytes(bytes) + b;
+}
+
 // One block's activation bytes, term by term, from the dry run (store-everything, no policy), beside
 // Korthikanti et al.'s per-layer count sbh(34 + 5as/h) and, for the presets the textbook works
 // through, its figures. remat counts fp32 tensors as its ops save them; each difference is named.
@@ -40,7 +48,10 @@ void print_terms(const planner::StepTrace& tr, const Model& model, const std::st
   const double s = double(tr.T), b = double(tr.B), h = double(c.C), a = double(c.NH);
   const double sbh = s * b * h;
   const auto& blk = tr.blocks[0];
-  std::printf("per-layer activation bytes (dry run of %s, store-everything, fp32, dropout %s):\n", blk.name.c_str(),
+  const bool bf = c.precision == DType::BF16;
+  const char* prec = dtype_name(c.precision);
+  std::printf("per-layer activation bytes (dry run of %s, store-everything, %s%s, dropout %s):\n", blk.name.c_str(),
+              bf ? "bf16 with fp32 norm statistics" : "fp32", bf && c.fp32_residual ? " and an fp32 residual stream" : "",
               c.dropout > 0 ? "on" : "off");
   std::printf("  %-40s %-22s %12s %10s\n", "tensor (saved by its op)", "shape", "bytes", "x sbh");
   double total = 0, quadratic = 0;
@@ -57,19 +68,30 @@ void print_terms(const planner::StepTrace& tr, const Model& model, const std::st
   std::printf("  Korthikanti et al. (2022), sbh(34 + 5as/h) = %.3f sbh = %s per layer, x%lld layers = %s\n",
               34.0 + 5.0 * a * s / h, format_bytes(size_t(korth)).c_str(), (long long)c.L,
               format_bytes(size_t(korth * double(c.L))).c_str());
-  std::printf("  remat: %.3f sbh linear + %.3f sbh in T x T terms (fp32) = %s per layer, x%lld = %s; in 16-bit it "
-              "would be %s per layer\n",
-              (total - quadratic) / sbh, quadratic / sbh, format_bytes(size_t(total)).c_str(), (long long)c.L,
-              format_bytes(size_t(total * double(c.L))).c_str(), format_bytes(size_t(total / 2)).c_str());
-  std::printf("  the differences: remat stores fp32 (4 bytes, Korthikanti counts 2); it keeps no dropout masks (Philox "
+  std::printf("  remat: %.3f sbh linear + %.3f sbh in T x T terms (%s) = %s per layer, x%lld = %s%s%s\n",
+              (total - quadratic) / sbh, quadratic / sbh, prec, format_bytes(size_t(total)).c_str(), (long long)c.L,
+              format_bytes(size_t(total * double(c.L))).c_str(), bf ? "" : "; in bf16 (--precision bf16) about ",
+              bf ? "" : (format_bytes(size_t(total / 2)) + " per layer").c_str());
+  std::printf("  the differences: %s; it keeps no dropout masks (Philox "
               "regenerates them: Korthikanti counts 1 byte per element, sbh + as^2b + sbh + sbh per layer); it keeps "
               "the softmax output once, pre-dropout (Korthikanti: softmax output and dropout output, 2as^2b + 2as^2b); "
               "the MLP is the model's own (%s: hidden %lld = %.3fh%s, Korthikanti assumes 4h with GELU); norms keep "
               "their statistics (%s)\n",
+              bf ? "remat stores bf16 as Korthikanti counts (2 bytes), its norm statistics fp32"
+                 : "remat stores fp32 (4 bytes, Korthikanti counts 2: --precision bf16 does too)",
               arch_name(c.arch), (long long)c.mlp_hidden(), double(c.mlp_hidden()) / h,
               c.arch == Arch::Llama ? ", three projections and SwiGLU keeping gate, up and their product" : "",
               c.arch == Arch::Llama ? "rstd, s*b floats each" : "mean and rstd, s*b floats each");
-  const double x_fp32 = double(tr.boundary_bytes), x16 = x_fp32 / 2;
+  // |x| in elements, whatever the residual stream's dtype, and its size in each.
+  const double x_elems = double(tr.boundary_bytes) / double(dtype_size(c.residual_dtype()));
+  const double x_fp32 = 4 * x_elems, x16 = 2 * x_elems;
+  if (preset == "gpt2") {
+    std::printf("textbook figures (GPT-2 small):\n");
+    std::printf("  section 2, |x| at B=8, T=1024: 6.3 M elements, 12 MiB in bf16. remat: |x| = B*T*C = %.2f M "
+                "elements at B=%lld, T=%lld: %s in bf16, %s in fp32%s\n",
+                x_elems / 1e6, (long long)tr.B, (long long)tr.T, format_bytes(size_t(x16)).c_str(),
+                format_bytes(size_t(x_fp32)).c_str(), bf ? "" : " (this run is fp32: --precision bf16 stores the 16-bit size)");
+  }
   if (preset == "llama-7b") {
     std::printf("textbook figures (LLaMA-7B):\n");
     std::printf("  section 2, |x| at B=8, T=4096: 0.5 GB. remat: |x| = B*T*C = %.0f M elements at B=%lld, T=%lld: %s "
@@ -78,11 +100,11 @@ void print_terms(const planner::StepTrace& tr, const Model& model, const std::st
                 b * s * h / 1e6, (long long)tr.B, (long long)tr.T, format_bytes(size_t(x_fp32)).c_str(),
                 format_bytes(size_t(x16)).c_str());
     std::printf("  attention scores per block hT^2 = 32 x 4096^2 = 5.4e8 entries (~1 GB bf16) per sequence, x32 "
-                "blocks ~ 32 GB: remat at B=%lld, T=%lld keeps %s of T x T terms per block (fp32), %s in all\n",
-                (long long)tr.B, (long long)tr.T, format_bytes(size_t(quadratic)).c_str(),
+                "blocks ~ 32 GB: remat at B=%lld, T=%lld keeps %s of T x T terms per block (%s), %s in all\n",
+                (long long)tr.B, (long long)tr.T, format_bytes(size_t(quadratic)).c_str(), prec,
                 format_bytes(size_t(quadratic * double(c.L))).c_str());
     std::printf("  section 7, selective ~16 GB -> ~4 GB (~5%%), block ~1 GB (~33%%): see the frontier and "
-                "--policy selective / --recompute block below; remat's figures are fp32 and whole-block\n");
+                "--policy selective / --recompute block below; remat's figures are %s and whole-block\n", prec);
   }
 }
 
@@ -287,7 +309,7 @@ void add_plan(CLI::App& root) {
         std::printf("remat plan: %s, B=%lld (micro-batch %lld), T=%lld; |x| = %s, one block's internals = %s\n"
                     "%-28s %14s %10s %12s %10s\n",
                     cfg.describe().c_str(), (long long)f.batch, (long long)micro, (long long)T,
-                    format_bytes(plans[0].memory.boundary_bytes).c_str(), format_bytes(plans[0].memory.block_bytes).c_str(),
+                    boundary_text(plans[0].memory.boundary_bytes, cfg).c_str(), format_bytes(plans[0].memory.block_bytes).c_str(),
                     "strategy", "activation", "overhead", "recomputes", "fwd-eq");
       for (const auto& p : plans) {
         if (f.json)
@@ -415,7 +437,7 @@ void add_plan(CLI::App& root) {
     print_terms(cands.problem.traces[0], *model, f.model.preset);
     if (f.model.preset == "gpt3-175b") print_self_test_a(cands, target);
     std::printf("remat plan: %s; |x| = %s; candidates per block: %s%s\n", title.c_str(),
-                format_bytes(cands.problem.traces[0].boundary_bytes).c_str(), [&] {
+                boundary_text(cands.problem.traces[0].boundary_bytes, cands.cfg).c_str(), [&] {
                   std::string n;
                   for (const auto& p : cands.problem.policy_names) n += (n.empty() ? "" : ", ") + p;
                   return n;

@@ -80,7 +80,7 @@ TEST(CliCalibrate, RefusesAFileForAnotherRunOrCorrupt) {
   check_user_error(run_remat(with({"--layers", "3"})), 1, {"[calibration]", "measured for another run", "layers 2 (this run: 3)"});
   check_user_error(run_remat(with({"--seq", "32"})), 1, {"block_size 64 (this run: 32)"});
   check_user_error(run_remat(with({"--attention", "flash"})), 1, {"attention"});
-  check_user_error(run_remat(with({"--threads", "2"})), 1, {"1 threads (this run: 2)"});
+  check_user_error(run_remat(with({"--threads", "2"})), 1, {"1 thread (this run: 2)"});
   std::vector<std::string> b4 = bench;
   for (const char* a : {"--preset", "tiny", "--batch", "4"}) b4.push_back(a);
   check_user_error(run_remat(b4), 1, {"micro-batch 2 (this run: 4)"});
