@@ -17,7 +17,10 @@
 
 #include "cli/flags.h"
 #include "core/error.h"
+#include "kernels/bf16.h"
+#include "kernels/dot_bf16.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "planner/calibration.h"
 #include "planner/optimal.h"
 #include "planner/planner.h"
@@ -147,22 +150,34 @@ void print_profile(const nlohmann::json& rows, double step_ms) {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// The fp32 GEMM rate of this machine at a GPT-sized shape, measured now (GFLOP/s).
-double measure_gemm_peak() {
+// The GEMM rate of this machine at a GPT-sized shape, measured now (GFLOP/s), in the run's precision:
+// fp32 sgemm, or oneDNN's bf16 matmul (bf16 in and out, fp32 accumulation) as the bf16 layers run it.
+double measure_gemm_peak(DType precision) {
   const int64_t M = 2048, K = 768, N = 3072;
-  Tensor a = Tensor::zeros({M, K}, Category::Workspace, "bench.gemm.a");
-  Tensor b = Tensor::zeros({K, N}, Category::Workspace, "bench.gemm.b");
-  Tensor c = Tensor::zeros({M, N}, Category::Workspace, "bench.gemm.c");
+  Tensor a = Tensor::zeros({M, K}, Category::Workspace, "bench.gemm.a", precision);
+  Tensor b = Tensor::zeros({K, N}, Category::Workspace, "bench.gemm.b", precision);
+  Tensor c = Tensor::zeros({M, N}, Category::Workspace, "bench.gemm.c", precision);
   a.fill(0.5f);
   b.fill(0.25f);
   std::vector<double> t;
   for (int r = 0; r < 12; ++r) {
     double t0 = now();
-    kernels::sgemm(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
+    if (precision == DType::BF16)
+      kernels::gemm_bf16(false, false, M, N, K, a.data_bf16(), K, b.data_bf16(), N, 0.0f, c.data_bf16(), N);
+    else
+      kernels::sgemm(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
     t.push_back(now() - t0);
   }
   std::sort(t.begin(), t.end());
   return 2.0 * M * N * K / t[t.size() / 2] / 1e9;
+}
+
+// Which bf16 code ran (issue #10: a CPU without AVX512_BF16 runs a slower path, and says so): oneDNN's
+// implementation of the layers' matmul, the conversions' path and the attention products' path.
+nlohmann::json bf16_paths() {
+  return {{"matmul", kernels::gemm_bf16_impl(false, false, 2048, 3072, 768, true)},
+          {"conversions", kernels::bf16_isa_name(kernels::bf16_isa())},
+          {"attention", kernels::dot_bf16_rows_path()}};
 }
 
 // The machine's load, as /proc/loadavg's first figure (the 1-minute average), or -1.
@@ -696,21 +711,27 @@ void add_bench(CLI::App& root) {
       r.plan = &*plan;
       specs.push_back(r);
     }
-    const double gemm_peak = measure_gemm_peak();
+    const bool bf = cfg.precision == DType::BF16;
+    const double gemm_peak = measure_gemm_peak(cfg.precision);
+    const nlohmann::json paths = bf ? bf16_paths() : nlohmann::json();
     // Each row is printed (and flushed) as soon as it is measured: the table line by line, the JSON
     // list row by row (valid JSON once the closing bracket is out).
     if (!f.json) {
       std::printf("remat bench: %s, B=%lld (micro %lld), T=%lld, %d threads, dropout %.2f, attention %s; "
-                  "median of %lld steps after %lld warm-up; fp32 sgemm measured %.0f GFLOP/s\n",
+                  "median of %lld steps after %lld warm-up; %s measured %.0f GFLOP/s\n",
                   cfg.describe().c_str(), (long long)f.batch, (long long)micro, (long long)T, omp_get_max_threads(),
                   cfg.dropout, autograd::attention_kind_name(cfg.attention), (long long)f.steps, (long long)f.warmup,
-                  gemm_peak);
+                  bf ? "bf16 matmul (oneDNN)" : "fp32 sgemm", gemm_peak);
+      if (bf)
+        std::printf("bf16 paths: matmul %s, conversions %s, attention %s\n",
+                    paths["matmul"].get<std::string>().c_str(), paths["conversions"].get<std::string>().c_str(),
+                    paths["attention"].get<std::string>().c_str());
       if (plan)
         std::printf("plan %s: %s, attention %s (row \"plan\")\n", f.plan.c_str(), plan->summary.c_str(),
                     autograd::attention_kind_name(plan->cfg.attention));
       std::printf("%-18s %5s %12s %12s %8s %10s %9s %9s %9s %9s %8s %7s\n", "strategy", "segs", "act MiB meas",
                   "act MiB pred", "fwd-eq", "median ms", "tok/s", "ovh time", "ovh FLOP", "ovh t-cal", "GFLOP/s",
-                  "%sgemm");
+                  bf ? "%mm" : "%sgemm");
     } else {
       std::printf("[");
     }
@@ -791,7 +812,9 @@ void add_bench(CLI::App& root) {
       else j["overhead_measured"] = nullptr;
       j["gflops"] = step_flops / (med / 1e3) / 1e9;
       j["share_of_gemm_peak"] = step_flops / (med / 1e3) / 1e9 / gemm_peak;
-      j["gemm_peak_gflops"] = gemm_peak;
+      j["gemm_peak_gflops"] = gemm_peak;  // in the run's precision
+      j["precision"] = dtype_name(cfg.precision);
+      if (bf) j["bf16_paths"] = paths;
       j["config"] = cfg.describe();
       j["batch"] = f.batch;
       j["micro_batch"] = micro;

@@ -102,3 +102,28 @@ TEST(CliPrecision, PlanPrintsTheSpecsBoundaryInBf16) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliPrecision, BenchSaysWhichBf16PathRan) {
+  const std::vector<std::string> args{"bench", "--preset", "tiny", "--recompute", "none", "--precision", "bf16",
+                                      "--steps", "1", "--warmup", "0"};
+  const RunResult r = run_remat(args);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find("bf16 matmul (oneDNN) measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bf16 paths: matmul "), std::string::npos) << r.out;
+  std::vector<std::string> json = args;
+  json.push_back("--json");
+  const RunResult j = run_remat(json);
+  ASSERT_EQ(j.exit_code, 0) << j.describe();
+  for (const char* key : {"\"bf16_paths\"", "\"matmul\"", "\"conversions\"", "\"attention\"", "\"precision\": \"bf16\""})
+    EXPECT_NE(j.out.find(key), std::string::npos) << key << "\n" << j.out;
+  // The portable path, forced, is said so (a CPU without AVX512_BF16 runs it).
+  setenv("REMAT_BF16_ISA", "portable", 1);
+  const RunResult p = run_remat(args);
+  unsetenv("REMAT_BF16_ISA");
+  ASSERT_EQ(p.exit_code, 0) << p.describe();
+  EXPECT_NE(p.out.find("conversions portable, attention portable"), std::string::npos) << p.out;
+}
+
+}  // namespace
