@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -17,6 +18,7 @@
 #include "kernels/dot_bf16.h"
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_bf16.h"
+#include "kernels/vec_bf16.h"
 
 using namespace remat::kernels;
 
@@ -24,196 +26,155 @@ namespace {
 
 constexpr int64_t kHS = 64;
 
+using vec_bf16::by_storage;  // the fp32 or the bf16 twin, by storage type
+
+// Buffers of one shape (args B, NH, KVH, T) in storage S, with the workspace of the naive or the
+// flash kernel. The values are the same for both storage types (bf16: the fp32 values rounded).
+template <class S>
 struct Bufs {
   int64_t B, NH, KVH, T, C, C3;
-  std::vector<float> qkv, out, dout, dqkv, probs, lse, ws_naive, ws_flash;
+  std::vector<S> qkv, out, dout, dqkv, probs;
+  std::vector<float> lse, ws;
   Bufs(const benchmark::State& st, bool naive)
       : B(st.range(0)), NH(st.range(1)), KVH(st.range(2)), T(st.range(3)), C(NH * kHS), C3((NH + 2 * KVH) * kHS) {
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
-    qkv.resize(B * T * C3);
-    dout.resize(B * T * C);
-    for (auto& x : qkv) x = u(g);
-    for (auto& x : dout) x = u(g);
+    std::vector<float> q(B * T * C3), d(B * T * C);
+    for (auto& x : q) x = u(g);
+    for (auto& x : d) x = u(g);
+    qkv = convert(q);
+    dout = convert(d);
     out.resize(B * T * C);
-    dqkv.assign(B * T * C3, 0.f);
+    dqkv.assign(B * T * C3, S{});
     const int threads = omp_get_max_threads();
     if (naive) {
       probs.resize(B * NH * T * T);
-      ws_naive.resize(attention_workspace_floats(B, T, NH, KVH, kHS, threads));
+      ws.resize(
+          by_storage<S>(attention_workspace_floats, attention_bf16_workspace_floats)(B, T, NH, KVH, kHS, threads));
     } else {
       lse.resize(B * NH * T);
-      ws_flash.resize(flash_attention_workspace_floats(B, T, NH, KVH, kHS, threads));
+      ws.resize(by_storage<S>(flash_attention_workspace_floats, flash_attention_bf16_workspace_floats)(
+          B, T, NH, KVH, kHS, threads));
+    }
+  }
+  static std::vector<S> convert(const std::vector<float>& v) {
+    if constexpr (std::is_same_v<S, float>) {
+      return v;
+    } else {
+      std::vector<S> o(v.size());
+      to_bf16(o.data(), v.data(), int64_t(v.size()));
+      return o;
     }
   }
   double flops(int matmuls) const { return double(matmuls) * B * NH * T * T * kHS; }
+  // Each kernel on these buffers, dropout p, seed 1, offset 0.
+  void naive_fwd(float p = 0.f) {
+    by_storage<S>(attention_forward, attention_bf16_forward)(out, probs, qkv, B, T, NH, KVH, kHS, p, 1, 0, ws);
+  }
+  void naive_bwd(float p = 0.f) {
+    by_storage<S>(attention_backward, attention_bf16_backward)(dqkv, dout, qkv, probs, B, T, NH, KVH, kHS, p, 1, 0, ws);
+  }
+  void flash_fwd(float p = 0.f) {
+    const auto forward = by_storage<S>(flash_attention_forward, flash_attention_bf16_forward);
+    forward(out, lse, qkv, B, T, NH, KVH, kHS, p, 1, 0, ws);
+  }
+  void flash_bwd(float p = 0.f) {
+    const auto backward = by_storage<S>(flash_attention_backward, flash_attention_bf16_backward);
+    backward(dqkv, dout, qkv, out, lse, B, T, NH, KVH, kHS, p, 1, 0, ws);
+  }
 };
 
-void finish(benchmark::State& st, const Bufs& b, int matmuls) {
+// Times body() (which returns the buffer it wrote, kept from the optimiser), then reports `matmuls`
+// T x T x HS matmuls per iteration, the workspace and, for bf16, the dot-product path that ran.
+template <class S, class Body>
+void timed(benchmark::State& st, const Bufs<S>& b, int matmuls, Body&& body) {
+  for (auto _ : st) benchmark::DoNotOptimize(body());
   st.counters["GFLOP/s"] = benchmark::Counter(b.flops(matmuls) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  st.counters["ws_MB"] = double((b.ws_naive.size() + b.ws_flash.size()) * 4 + b.probs.size() * 4) / 1e6;
+  st.counters["ws_MB"] = double(b.ws.size() * 4 + b.probs.size() * sizeof(S)) / 1e6;
+  if constexpr (!std::is_same_v<S, float>) st.SetLabel(dot_bf16_rows_path());
 }
 
+template <class S>
 void BM_naive_fwd(benchmark::State& st) {
-  Bufs b(st, true);
-  for (auto _ : st) {
-    attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_naive);
-    benchmark::DoNotOptimize(b.out.data());
-  }
-  finish(st, b, 2);
+  Bufs<S> b(st, true);
+  timed(st, b, 2, [&] {
+    b.naive_fwd();
+    return b.out.data();
+  });
 }
 
+template <class S>
 void BM_flash_fwd(benchmark::State& st) {
-  Bufs b(st, false);
-  for (auto _ : st) {
-    flash_attention_forward(b.out, b.lse, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_flash);
-    benchmark::DoNotOptimize(b.out.data());
-  }
-  finish(st, b, 2);
+  Bufs<S> b(st, false);
+  timed(st, b, 2, [&] {
+    b.flash_fwd();
+    return b.out.data();
+  });
 }
 
+// Last arg: dropout p in percent.
 void BM_naive_fwdbwd(benchmark::State& st) {
-  Bufs b(st, true);
+  Bufs<float> b(st, true);
   const float p = float(st.range(4)) / 100.f;
-  for (auto _ : st) {
-    attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, p, 1, 0, b.ws_naive);
-    attention_backward(b.dqkv, b.dout, b.qkv, b.probs, b.B, b.T, b.NH, b.KVH, kHS, p, 1, 0, b.ws_naive);
-    benchmark::DoNotOptimize(b.dqkv.data());
-  }
-  finish(st, b, 6);
+  timed(st, b, 6, [&] {
+    b.naive_fwd(p);
+    b.naive_bwd(p);
+    return b.dqkv.data();
+  });
 }
 
 void BM_flash_fwdbwd(benchmark::State& st) {
-  Bufs b(st, false);
+  Bufs<float> b(st, false);
   const float p = float(st.range(4)) / 100.f;
-  for (auto _ : st) {
-    flash_attention_forward(b.out, b.lse, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, p, 1, 0, b.ws_flash);
-    flash_attention_backward(b.dqkv, b.dout, b.qkv, b.out, b.lse, b.B, b.T, b.NH, b.KVH, kHS, p, 1, 0, b.ws_flash);
-    benchmark::DoNotOptimize(b.dqkv.data());
-  }
-  finish(st, b, 6);
+  timed(st, b, 6, [&] {
+    b.flash_fwd(p);
+    b.flash_bwd(p);
+    return b.dqkv.data();
+  });
+}
+
+// Each kernel's backward alone (its forward run once before timing), so that forward and backward
+// can be compared separately between fp32 and bf16.
+template <class S>
+void BM_naive_bwd(benchmark::State& st) {
+  Bufs<S> b(st, true);
+  b.naive_fwd();
+  timed(st, b, 4, [&] {
+    b.naive_bwd();
+    return b.dqkv.data();
+  });
+}
+
+template <class S>
+void BM_flash_bwd(benchmark::State& st) {
+  Bufs<S> b(st, false);
+  b.flash_fwd();
+  timed(st, b, 4, [&] {
+    b.flash_bwd();
+    return b.dqkv.data();
+  });
 }
 
 // Selective recomputation's rebuild of the probabilities in backward: as it was (the whole forward,
 // P V included, into a scratch output) and as it is (attention_probs_forward: Q K^T and softmax).
 void BM_naive_rebuild_full_forward(benchmark::State& st) {
-  Bufs b(st, true);
-  for (auto _ : st) {
-    attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_naive);
-    benchmark::DoNotOptimize(b.probs.data());
-  }
-  finish(st, b, 2);
+  Bufs<float> b(st, true);
+  timed(st, b, 2, [&] {
+    b.naive_fwd();
+    return b.probs.data();
+  });
 }
 
+template <class S>
 void BM_naive_rebuild_probs(benchmark::State& st) {
-  Bufs b(st, true);
-  std::vector<float> ws(attention_probs_workspace_floats(b.T, kHS, omp_get_max_threads()));
-  for (auto _ : st) {
-    attention_probs_forward(b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, ws);
-    benchmark::DoNotOptimize(b.probs.data());
-  }
-  finish(st, b, 1);
-}
-
-// The bf16 twins (attention_bf16.h, flash_attention_bf16.h) on the same values rounded to bf16, and
-// each kernel's backward alone (the forward run once before timing), fp32 and bf16, so that forward
-// and backward can be compared separately. The label names the bf16 dot-product path that ran.
-struct Bufs16 {
-  int64_t B, NH, KVH, T, C, C3;
-  std::vector<bf16> qkv, out, dout, dqkv, probs;
-  std::vector<float> lse, ws;
-  Bufs16(const benchmark::State& st, bool naive)
-      : B(st.range(0)), NH(st.range(1)), KVH(st.range(2)), T(st.range(3)), C(NH * kHS), C3((NH + 2 * KVH) * kHS) {
-    const Bufs f(st, false);  // the same random values as the fp32 benchmarks
-    qkv.resize(f.qkv.size());
-    dout.resize(f.dout.size());
-    to_bf16(qkv.data(), f.qkv.data(), int64_t(qkv.size()));
-    to_bf16(dout.data(), f.dout.data(), int64_t(dout.size()));
-    out.resize(B * T * C);
-    dqkv.assign(B * T * C3, bf16{0});
-    const int threads = omp_get_max_threads();
-    if (naive) {
-      probs.resize(B * NH * T * T);
-      ws.resize(attention_bf16_workspace_floats(B, T, NH, KVH, kHS, threads));
-    } else {
-      lse.resize(B * NH * T);
-      ws.resize(flash_attention_bf16_workspace_floats(B, T, NH, KVH, kHS, threads));
-    }
-  }
-  double flops(int matmuls) const { return double(matmuls) * B * NH * T * T * kHS; }
-};
-
-void finish16(benchmark::State& st, const Bufs16& b, int matmuls) {
-  st.counters["GFLOP/s"] = benchmark::Counter(b.flops(matmuls) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  st.counters["ws_MB"] = double(b.ws.size() * 4 + b.probs.size() * 2) / 1e6;
-  st.SetLabel(bf16_isa_name(bf16_isa()));
-}
-
-void BM_naive_fwd_bf16(benchmark::State& st) {
-  Bufs16 b(st, true);
-  for (auto _ : st) {
-    attention_bf16_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws);
-    benchmark::DoNotOptimize(b.out.data());
-  }
-  finish16(st, b, 2);
-}
-
-void BM_flash_fwd_bf16(benchmark::State& st) {
-  Bufs16 b(st, false);
-  for (auto _ : st) {
-    flash_attention_bf16_forward(b.out, b.lse, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws);
-    benchmark::DoNotOptimize(b.out.data());
-  }
-  finish16(st, b, 2);
-}
-
-void BM_naive_bwd(benchmark::State& st) {
-  Bufs b(st, true);
-  attention_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_naive);
-  for (auto _ : st) {
-    attention_backward(b.dqkv, b.dout, b.qkv, b.probs, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_naive);
-    benchmark::DoNotOptimize(b.dqkv.data());
-  }
-  finish(st, b, 4);
-}
-
-void BM_naive_bwd_bf16(benchmark::State& st) {
-  Bufs16 b(st, true);
-  attention_bf16_forward(b.out, b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws);
-  for (auto _ : st) {
-    attention_bf16_backward(b.dqkv, b.dout, b.qkv, b.probs, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws);
-    benchmark::DoNotOptimize(b.dqkv.data());
-  }
-  finish16(st, b, 4);
-}
-
-void BM_flash_bwd(benchmark::State& st) {
-  Bufs b(st, false);
-  flash_attention_forward(b.out, b.lse, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_flash);
-  for (auto _ : st) {
-    flash_attention_backward(b.dqkv, b.dout, b.qkv, b.out, b.lse, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws_flash);
-    benchmark::DoNotOptimize(b.dqkv.data());
-  }
-  finish(st, b, 4);
-}
-
-void BM_flash_bwd_bf16(benchmark::State& st) {
-  Bufs16 b(st, false);
-  flash_attention_bf16_forward(b.out, b.lse, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws);
-  for (auto _ : st) {
-    flash_attention_bf16_backward(b.dqkv, b.dout, b.qkv, b.out, b.lse, b.B, b.T, b.NH, b.KVH, kHS, 0.f, 1, 0, b.ws);
-    benchmark::DoNotOptimize(b.dqkv.data());
-  }
-  finish16(st, b, 4);
-}
-
-void BM_naive_rebuild_probs_bf16(benchmark::State& st) {
-  Bufs16 b(st, true);
-  for (auto _ : st) {
-    attention_bf16_probs_forward(b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, b.ws);
-    benchmark::DoNotOptimize(b.probs.data());
-  }
-  finish16(st, b, 1);
+  Bufs<S> b(st, true);
+  if constexpr (std::is_same_v<S, float>)  // the fp32 kernel has its own, smaller workspace
+    b.ws.assign(attention_probs_workspace_floats(b.T, kHS, omp_get_max_threads()), 0.f);
+  timed(st, b, 1, [&] {
+    const auto probs_forward = by_storage<S>(attention_probs_forward, attention_bf16_probs_forward);
+    probs_forward(b.probs, b.qkv, b.B, b.T, b.NH, b.KVH, kHS, b.ws);
+    return b.probs.data();
+  });
 }
 
 // The bf16 product kernel of both bf16 attention kernels alone, single-threaded, on one query tile's
@@ -269,22 +230,22 @@ void gpt_shapes(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-BENCHMARK(BM_naive_fwd)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_naive_fwd, float)->Apply(shapes)->Name("BM_naive_fwd");
 BENCHMARK(BM_naive_rebuild_full_forward)->Apply(shapes);
-BENCHMARK(BM_naive_rebuild_probs)->Apply(shapes);
-BENCHMARK(BM_flash_fwd)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_naive_rebuild_probs, float)->Apply(shapes)->Name("BM_naive_rebuild_probs");
+BENCHMARK_TEMPLATE(BM_flash_fwd, float)->Apply(shapes)->Name("BM_flash_fwd");
 BENCHMARK(BM_naive_fwdbwd)->Apply(shapes_p);
 BENCHMARK(BM_flash_fwdbwd)->Apply(shapes_p);
-BENCHMARK(BM_naive_fwd)->Apply(gpt_shapes)->Name("BM_gpt_naive_fwd");
-BENCHMARK(BM_naive_fwd_bf16)->Apply(gpt_shapes)->Name("BM_gpt_naive_fwd_bf16");
-BENCHMARK(BM_naive_bwd)->Apply(gpt_shapes)->Name("BM_gpt_naive_bwd");
-BENCHMARK(BM_naive_bwd_bf16)->Apply(gpt_shapes)->Name("BM_gpt_naive_bwd_bf16");
-BENCHMARK(BM_naive_rebuild_probs)->Apply(gpt_shapes)->Name("BM_gpt_naive_rebuild_probs");
-BENCHMARK(BM_naive_rebuild_probs_bf16)->Apply(gpt_shapes)->Name("BM_gpt_naive_rebuild_probs_bf16");
-BENCHMARK(BM_flash_fwd)->Apply(gpt_shapes)->Name("BM_gpt_flash_fwd");
-BENCHMARK(BM_flash_fwd_bf16)->Apply(gpt_shapes)->Name("BM_gpt_flash_fwd_bf16");
-BENCHMARK(BM_flash_bwd)->Apply(gpt_shapes)->Name("BM_gpt_flash_bwd");
-BENCHMARK(BM_flash_bwd_bf16)->Apply(gpt_shapes)->Name("BM_gpt_flash_bwd_bf16");
+BENCHMARK_TEMPLATE(BM_naive_fwd, float)->Apply(gpt_shapes)->Name("BM_gpt_naive_fwd");
+BENCHMARK_TEMPLATE(BM_naive_fwd, bf16)->Apply(gpt_shapes)->Name("BM_gpt_naive_fwd_bf16");
+BENCHMARK_TEMPLATE(BM_naive_bwd, float)->Apply(gpt_shapes)->Name("BM_gpt_naive_bwd");
+BENCHMARK_TEMPLATE(BM_naive_bwd, bf16)->Apply(gpt_shapes)->Name("BM_gpt_naive_bwd_bf16");
+BENCHMARK_TEMPLATE(BM_naive_rebuild_probs, float)->Apply(gpt_shapes)->Name("BM_gpt_naive_rebuild_probs");
+BENCHMARK_TEMPLATE(BM_naive_rebuild_probs, bf16)->Apply(gpt_shapes)->Name("BM_gpt_naive_rebuild_probs_bf16");
+BENCHMARK_TEMPLATE(BM_flash_fwd, float)->Apply(gpt_shapes)->Name("BM_gpt_flash_fwd");
+BENCHMARK_TEMPLATE(BM_flash_fwd, bf16)->Apply(gpt_shapes)->Name("BM_gpt_flash_fwd_bf16");
+BENCHMARK_TEMPLATE(BM_flash_bwd, float)->Apply(gpt_shapes)->Name("BM_gpt_flash_bwd");
+BENCHMARK_TEMPLATE(BM_flash_bwd, bf16)->Apply(gpt_shapes)->Name("BM_gpt_flash_bwd_bf16");
 BENCHMARK(BM_dot_bf16)
     ->ArgNames({"M", "N", "K", "amx"})
     ->ArgsProduct({{16, 64}, {256}, {64}, {0, 1}})

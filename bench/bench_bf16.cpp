@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <omp.h>
@@ -16,6 +17,11 @@
 #include "kernels/attention.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16.h"
+#include "kernels/dot_bf16.h"
+#include "kernels/dropout.h"
+#include "kernels/dropout_bf16.h"
+#include "kernels/encoder.h"
+#include "kernels/encoder_bf16.h"
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_bf16.h"
 #include "kernels/gelu.h"
@@ -24,6 +30,9 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/layernorm.h"
 #include "kernels/layernorm_bf16.h"
+#include "kernels/rope.h"
+#include "kernels/rope_bf16.h"
+#include "kernels/vec_bf16.h"
 
 using namespace remat::kernels;
 
@@ -126,63 +135,67 @@ void gpt_shapes(benchmark::internal::Benchmark* b) {
 // FLOPs count the causal work as bench_attention.cpp does: 6 matmuls of T*T*HS.
 constexpr int64_t kB = 2, kNH = 12, kHS = 64;
 
-void BM_attention_fp32(benchmark::State& st) {
+using vec_bf16::by_storage;  // the fp32 or the bf16 twin, by storage type
+// n random values stored as S (bf16: the fp32 values of the same seed, rounded).
+template <class S>
+std::vector<S> rand_as(size_t n, uint64_t seed) {
+  if constexpr (std::is_same_v<S, float>)
+    return randv(n, seed);
+  else
+    return randb(n, seed);
+}
+
+// For bf16, selects the path range(1) asks for while it lives, and labels the benchmark with the
+// product path that ran (dot_bf16.h: "amx_bf16" when AMX runs); nothing for fp32.
+template <class S>
+struct Bf16PathScope {
+  benchmark::State& st;
+  Bf16Isa prev{};
+  explicit Bf16PathScope(benchmark::State& s) : st(s) {
+    if constexpr (!std::is_same_v<S, float>) prev = set_bf16_isa(st.range(1) ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable);
+  }
+  ~Bf16PathScope() {
+    if constexpr (!std::is_same_v<S, float>) {
+      st.SetLabel(dot_bf16_rows_path());
+      set_bf16_isa(prev);
+    }
+  }
+};
+
+template <class S>
+void BM_attention(benchmark::State& st) {
+  const Bf16PathScope<S> path(st);
   const int64_t T = st.range(0), C = kNH * kHS, C3 = 3 * C;
-  auto qkv = randv(kB * T * C3, 1), dout = randv(kB * T * C, 2);
-  std::vector<float> out(kB * T * C), probs(kB * kNH * T * T), dqkv(kB * T * C3);
-  std::vector<float> ws(attention_workspace_floats(kB, T, kNH, kNH, kHS, omp_get_max_threads()));
+  const auto qkv = rand_as<S>(kB * T * C3, 1), dout = rand_as<S>(kB * T * C, 2);
+  std::vector<S> out(kB * T * C), probs(kB * kNH * T * T), dqkv(kB * T * C3);
+  const auto workspace = by_storage<S>(attention_workspace_floats, attention_bf16_workspace_floats);
+  const auto forward = by_storage<S>(attention_forward, attention_bf16_forward);
+  const auto backward = by_storage<S>(attention_backward, attention_bf16_backward);
+  std::vector<float> ws(workspace(kB, T, kNH, kNH, kHS, omp_get_max_threads()));
   for (auto _ : st) {
-    attention_forward(out, probs, qkv, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
-    attention_backward(dqkv, dout, qkv, probs, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
+    forward(out, probs, qkv, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
+    backward(dqkv, dout, qkv, probs, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
     benchmark::ClobberMemory();
   }
   set_gflops(st, 6.0 * kB * kNH * T * T * kHS);
 }
 
-void BM_attention_bf16(benchmark::State& st) {
+template <class S>
+void BM_flash(benchmark::State& st) {
+  const Bf16PathScope<S> path(st);
   const int64_t T = st.range(0), C = kNH * kHS, C3 = 3 * C;
-  const Bf16Isa prev = set_bf16_isa(st.range(1) ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable);
-  auto qkv = randb(kB * T * C3, 1), dout = randb(kB * T * C, 2);
-  std::vector<bf16> out(kB * T * C), probs(kB * kNH * T * T), dqkv(kB * T * C3);
-  std::vector<float> ws(attention_bf16_workspace_floats(kB, T, kNH, kNH, kHS, omp_get_max_threads()));
+  const auto qkv = rand_as<S>(kB * T * C3, 1), dout = rand_as<S>(kB * T * C, 2);
+  std::vector<S> out(kB * T * C), dqkv(kB * T * C3);
+  const auto workspace = by_storage<S>(flash_attention_workspace_floats, flash_attention_bf16_workspace_floats);
+  const auto forward = by_storage<S>(flash_attention_forward, flash_attention_bf16_forward);
+  const auto backward = by_storage<S>(flash_attention_backward, flash_attention_bf16_backward);
+  std::vector<float> lse(kB * kNH * T), ws(workspace(kB, T, kNH, kNH, kHS, omp_get_max_threads()));
   for (auto _ : st) {
-    attention_bf16_forward(out, probs, qkv, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
-    attention_bf16_backward(dqkv, dout, qkv, probs, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
+    forward(out, lse, qkv, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
+    backward(dqkv, dout, qkv, out, lse, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
     benchmark::ClobberMemory();
   }
   set_gflops(st, 6.0 * kB * kNH * T * T * kHS);
-  st.SetLabel(bf16_isa_name(bf16_isa()));
-  set_bf16_isa(prev);
-}
-
-void BM_flash_fp32(benchmark::State& st) {
-  const int64_t T = st.range(0), C = kNH * kHS, C3 = 3 * C;
-  auto qkv = randv(kB * T * C3, 1), dout = randv(kB * T * C, 2);
-  std::vector<float> out(kB * T * C), lse(kB * kNH * T), dqkv(kB * T * C3);
-  std::vector<float> ws(flash_attention_workspace_floats(kB, T, kNH, kNH, kHS, omp_get_max_threads()));
-  for (auto _ : st) {
-    flash_attention_forward(out, lse, qkv, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
-    flash_attention_backward(dqkv, dout, qkv, out, lse, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
-    benchmark::ClobberMemory();
-  }
-  set_gflops(st, 6.0 * kB * kNH * T * T * kHS);
-}
-
-void BM_flash_bf16(benchmark::State& st) {
-  const int64_t T = st.range(0), C = kNH * kHS, C3 = 3 * C;
-  const Bf16Isa prev = set_bf16_isa(st.range(1) ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable);
-  auto qkv = randb(kB * T * C3, 1), dout = randb(kB * T * C, 2);
-  std::vector<bf16> out(kB * T * C), dqkv(kB * T * C3);
-  std::vector<float> lse(kB * kNH * T);
-  std::vector<float> ws(flash_attention_bf16_workspace_floats(kB, T, kNH, kNH, kHS, omp_get_max_threads()));
-  for (auto _ : st) {
-    flash_attention_bf16_forward(out, lse, qkv, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
-    flash_attention_bf16_backward(dqkv, dout, qkv, out, lse, kB, T, kNH, kNH, kHS, 0.f, 1, 0, ws);
-    benchmark::ClobberMemory();
-  }
-  set_gflops(st, 6.0 * kB * kNH * T * T * kHS);
-  st.SetLabel(bf16_isa_name(bf16_isa()));
-  set_bf16_isa(prev);
 }
 
 // Memory-bound kernels at N=2048, C=768: bytes moved per second (reads + writes).
@@ -232,10 +245,20 @@ void BM_gelu_forward_bf16(benchmark::State& st) {
 
 }  // namespace
 
-BENCHMARK(BM_attention_fp32)->ArgNames({"T"})->Arg(256)->Arg(1024)->UseRealTime();
-BENCHMARK(BM_attention_bf16)->ArgNames({"T", "avx512bf16"})->Args({256, 1})->Args({1024, 1})->Args({256, 0})->UseRealTime();
-BENCHMARK(BM_flash_fp32)->ArgNames({"T"})->Arg(1024)->UseRealTime();
-BENCHMARK(BM_flash_bf16)->ArgNames({"T", "avx512bf16"})->Args({1024, 1})->UseRealTime();
+BENCHMARK_TEMPLATE(BM_attention, float)->Name("BM_attention_fp32")->ArgNames({"T"})->Arg(256)->Arg(1024)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_attention, bf16)
+    ->Name("BM_attention_bf16")
+    ->ArgNames({"T", "avx512bf16"})
+    ->Args({256, 1})
+    ->Args({1024, 1})
+    ->Args({256, 0})
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_flash, float)->Name("BM_flash_fp32")->ArgNames({"T"})->Arg(1024)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_flash, bf16)
+    ->Name("BM_flash_bf16")
+    ->ArgNames({"T", "avx512bf16"})
+    ->Args({1024, 1})
+    ->UseRealTime();
 BENCHMARK(BM_layernorm_forward_fp32)->UseRealTime();
 BENCHMARK(BM_layernorm_forward_bf16)->UseRealTime();
 BENCHMARK(BM_gelu_forward_fp32)->UseRealTime();
@@ -243,14 +266,6 @@ BENCHMARK(BM_gelu_forward_bf16)->UseRealTime();
 BENCHMARK(BM_sgemm)->Apply(gpt_shapes);
 BENCHMARK(BM_gemm_bf16)->Apply(gpt_shapes);
 BENCHMARK(BM_gemm_bf16_prepacked)->Apply(fwd_shapes);
-
-// (Included here, with the benchmarks that use them, rather than above: this section was appended.)
-#include "kernels/dropout.h"
-#include "kernels/dropout_bf16.h"
-#include "kernels/encoder.h"
-#include "kernels/encoder_bf16.h"
-#include "kernels/rope.h"
-#include "kernels/rope_bf16.h"
 
 // The bf16 kernels of issue #10's second batch against their fp32 twins, at GPT-2 small shapes (B*T =
 // kRows = 2048 rows, C = 768; rope at LLaMA heads, HS = 128): bytes moved per second (reads + writes,
@@ -264,80 +279,53 @@ std::vector<int32_t> bench_tokens() {
   return tok;
 }
 
-void BM_encoder_fp32(benchmark::State& st) {
-  const auto wte = randv(kEncV * kC, 1), wpe = randv(kEncT * kC, 2), dout = randv(kRows * kC, 3);
-  const auto tok = bench_tokens();
-  std::vector<float> out(kRows * kC), dwte(kEncV * kC), dwpe(kEncT * kC);
-  for (auto _ : st) {
-    encoder_forward(out, tok.data(), wte, wpe, 2, kRows / 2, kC);
-    encoder_backward(dwte, dwpe, dout, tok.data(), 2, kRows / 2, kC);
-    benchmark::ClobberMemory();
-  }
-  set_bytes(st, kRows * kC * (4.0 * 3 + 4.0 + 4.0 * 5));  // fwd: 2 reads + write; bwd: dout + 2 read-modify-writes
-}
-void BM_encoder_bf16(benchmark::State& st) {
+template <class S>
+void BM_encoder(benchmark::State& st) {
   const auto wte = randv(kEncV * kC, 1), wpe = randv(kEncT * kC, 2);
-  const auto dout = randb(kRows * kC, 3);
+  const auto dout = rand_as<S>(kRows * kC, 3);
   const auto tok = bench_tokens();
-  std::vector<bf16> out(kRows * kC);
+  std::vector<S> out(kRows * kC);
   std::vector<float> dwte(kEncV * kC), dwpe(kEncT * kC);
   for (auto _ : st) {
-    encoder_bf16_forward(out, tok.data(), wte, wpe, 2, kRows / 2, kC);
-    encoder_bf16_backward(dwte, dwpe, dout, tok.data(), 2, kRows / 2, kC);
+    by_storage<S>(encoder_forward, encoder_bf16_forward)(out, tok.data(), wte, wpe, 2, kRows / 2, kC);
+    by_storage<S>(encoder_backward, encoder_bf16_backward)(dwte, dwpe, dout, tok.data(), 2, kRows / 2, kC);
     benchmark::ClobberMemory();
   }
-  set_bytes(st, kRows * kC * (4.0 * 2 + 2.0 + 2.0 + 4.0 * 4));
+  // fwd: read wte and wpe rows (fp32), write out; bwd: read dout, read-modify-write dwte and dwpe (fp32).
+  set_bytes(st, kRows * kC * (4.0 * 2 + sizeof(S) + sizeof(S) + 4.0 * 4));
 }
 
-void BM_dropout_fp32(benchmark::State& st) {
+template <class S>
+void BM_dropout(benchmark::State& st) {
   const int64_t N = kRows * kC;
-  const auto x = randv(N, 4), d = randv(N, 5);
-  std::vector<float> out(N), dx(N);
+  const auto x = rand_as<S>(N, 4), d = rand_as<S>(N, 5);
+  std::vector<S> out(N), dx(N);
   for (auto _ : st) {
-    if (st.range(0) == 0) dropout_forward(out, x, N, 0.1f, 7, 3);
-    if (st.range(0) == 1) dropout_backward(dx, d, N, 0.1f, 7, 3);
+    if (st.range(0) == 0) by_storage<S>(dropout_forward, dropout_bf16_forward)(out, x, N, 0.1f, 7, 3);
+    if (st.range(0) == 1) by_storage<S>(dropout_backward, dropout_bf16_backward)(dx, d, N, 0.1f, 7, 3);
     benchmark::ClobberMemory();
   }
-  set_bytes(st, N * 4.0 * (st.range(0) == 0 ? 2 : 3));
-}
-void BM_dropout_bf16(benchmark::State& st) {
-  const int64_t N = kRows * kC;
-  const auto x = randb(N, 4), d = randb(N, 5);
-  std::vector<bf16> out(N), dx(N);
-  for (auto _ : st) {
-    if (st.range(0) == 0) dropout_bf16_forward(out, x, N, 0.1f, 7, 3);
-    if (st.range(0) == 1) dropout_bf16_backward(dx, d, N, 0.1f, 7, 3);
-    benchmark::ClobberMemory();
-  }
-  set_bytes(st, N * 2.0 * (st.range(0) == 0 ? 2 : 3));
+  set_bytes(st, N * double(sizeof(S)) * (st.range(0) == 0 ? 2 : 3));
 }
 
 constexpr int64_t kRopeNH = 8, kRopeKVH = 2, kRopeHS = 128, kRopeT = 1024;
-void BM_rope_fp32(benchmark::State& st) {
+template <class S>
+void BM_rope(benchmark::State& st) {
   const int64_t QC = kRopeNH * kRopeHS, KC = kRopeKVH * kRopeHS, C3 = QC + 2 * KC;
   std::vector<float> cs(kRopeT * kRopeHS / 2), sn(cs.size());
   rope_table(cs, sn, kRopeT, kRopeHS, 10000.0f);
-  const auto q = randv(kRows * QC, 6), k = randv(kRows * KC, 7), v = randv(kRows * KC, 8), g = randv(kRows * C3, 9);
-  std::vector<float> qkv(kRows * C3), dq(q.size()), dk(k.size()), dv(v.size());
+  const auto q = rand_as<S>(kRows * QC, 6), k = rand_as<S>(kRows * KC, 7), v = rand_as<S>(kRows * KC, 8),
+             g = rand_as<S>(kRows * C3, 9);
+  std::vector<S> qkv(kRows * C3), dq(q.size()), dk(k.size()), dv(v.size());
+  const auto forward = by_storage<S>(rope_qkv_forward, rope_qkv_bf16_forward);
+  const auto backward = by_storage<S>(rope_qkv_backward, rope_qkv_bf16_backward);
   for (auto _ : st) {
-    rope_qkv_forward(qkv, q, k, v, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
-    rope_qkv_backward(dq, dk, dv, g, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
+    forward(qkv, q, k, v, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
+    backward(dq, dk, dv, g, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
     benchmark::ClobberMemory();
   }
-  set_bytes(st, kRows * C3 * 4.0 * 5);
-}
-void BM_rope_bf16(benchmark::State& st) {
-  const int64_t QC = kRopeNH * kRopeHS, KC = kRopeKVH * kRopeHS, C3 = QC + 2 * KC;
-  std::vector<float> cs(kRopeT * kRopeHS / 2), sn(cs.size());
-  rope_table(cs, sn, kRopeT, kRopeHS, 10000.0f);
-  const auto q = randb(kRows * QC, 6), k = randb(kRows * KC, 7), v = randb(kRows * KC, 8), g = randb(kRows * C3, 9);
-  std::vector<bf16> qkv(kRows * C3), dq(q.size()), dk(k.size()), dv(v.size());
-  for (auto _ : st) {
-    rope_qkv_bf16_forward(qkv, q, k, v, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
-    rope_qkv_bf16_backward(dq, dk, dv, g, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
-    benchmark::ClobberMemory();
-  }
-  set_bytes(st, kRows * C3 * 2.0 * 5);
+  // fwd: read q, k, v, write qkv; bwd: read dqkv, read-modify-write dq, dk, dv.
+  set_bytes(st, kRows * C3 * sizeof(S) * 5.0);
 }
 
 // LayerNorm with the fp32 residual stream of --fp32-residual: fp32 input and dinp, bf16 output and dout.
@@ -366,11 +354,11 @@ void BM_layernorm_fwdbwd_mixed(benchmark::State& st) {
 
 }  // namespace
 
-BENCHMARK(BM_encoder_fp32)->UseRealTime();
-BENCHMARK(BM_encoder_bf16)->UseRealTime();
-BENCHMARK(BM_dropout_fp32)->ArgNames({"bwd"})->Arg(0)->Arg(1)->UseRealTime();
-BENCHMARK(BM_dropout_bf16)->ArgNames({"bwd"})->Arg(0)->Arg(1)->UseRealTime();
-BENCHMARK(BM_rope_fp32)->UseRealTime();
-BENCHMARK(BM_rope_bf16)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_encoder, float)->Name("BM_encoder_fp32")->UseRealTime();
+BENCHMARK_TEMPLATE(BM_encoder, bf16)->Name("BM_encoder_bf16")->UseRealTime();
+BENCHMARK_TEMPLATE(BM_dropout, float)->Name("BM_dropout_fp32")->ArgNames({"bwd"})->Arg(0)->Arg(1)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_dropout, bf16)->Name("BM_dropout_bf16")->ArgNames({"bwd"})->Arg(0)->Arg(1)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_rope, float)->Name("BM_rope_fp32")->UseRealTime();
+BENCHMARK_TEMPLATE(BM_rope, bf16)->Name("BM_rope_bf16")->UseRealTime();
 BENCHMARK(BM_layernorm_fwdbwd_fp32)->UseRealTime();
 BENCHMARK(BM_layernorm_fwdbwd_mixed)->UseRealTime();

@@ -14,27 +14,23 @@ namespace {
 
 using vec_bf16::kChunk;
 using vec_bf16::kLanes;
+using vec_bf16::load16;
+using vec_bf16::load_tail;
+using vec_bf16::store;
 using vec_bf16::v16f;
+using vec_bf16::widen;
 using vec16::hsum;
 constexpr int64_t kChanBlock = 64;  // channels per dweight/dbias task
 
 // X is the type of the input and of its gradient: bf16 (layernorm_bf16_*) or float (layernorm_mixed_*).
-inline float widen(float x) { return x; }
-inline float widen(bf16 x) { return bf16_to_float(x); }
-inline v16f ld16(const float* p) { return vec16::load16(p); }
-inline v16f ld16(const bf16* p) { return vec_bf16::load16(p); }
-inline v16f ld_tail(const float* p, int64_t n) { return vec16::load_tail(p, n); }  // zeros after n
-inline v16f ld_tail(const bf16* p, int64_t n) { return vec_bf16::load_tail(p, n); }
-// A chunk of fp32 results into a gradient row: narrowed once (bf16) or copied (fp32).
-inline void store(bf16* d, const float* t, int64_t n) { to_bf16(d, t, n); }
-inline void store(float* d, const float* t, int64_t n) { std::memcpy(d, t, size_t(n) * sizeof(float)); }
+// The loads, widen() and store() are vec_bf16.h's, overloaded on X.
 
 template <class X>
 float row_sum(const X* x, int64_t C) {
   v16f acc = {};
   int64_t i = 0;
-  for (; i + kLanes <= C; i += kLanes) acc += ld16(x + i);
-  return hsum(acc + ld_tail(x + i, C - i));
+  for (; i + kLanes <= C; i += kLanes) acc += load16(x + i);
+  return hsum(acc + load_tail(x + i, C - i));
 }
 
 template <class X>
@@ -42,11 +38,11 @@ float row_sq_dev(const X* x, float m, int64_t C) {
   v16f acc = {};
   int64_t i = 0;
   for (; i + kLanes <= C; i += kLanes) {
-    const v16f d = ld16(x + i) - m;
+    const v16f d = load16(x + i) - m;
     acc += d * d;
   }
   const int64_t n = C - i;
-  v16f d = ld_tail(x + i, n) - m;
+  v16f d = load_tail(x + i, n) - m;
   for (int64_t j = n; j < kLanes; ++j) d[j] = 0.0f;  // padding must not count as (0 - m)^2
   return hsum(acc + d * d);
 }
@@ -98,13 +94,13 @@ void backward(X* dinp, float* dweight, float* dbias, const bf16* dout, const X* 
     v16f acc_g = {}, acc_gn = {};
     int64_t i = 0;
     for (; i + kLanes <= C; i += kLanes) {
-      const v16f g = vec16::load16(w + i) * ld16(d + i);
+      const v16f g = vec16::load16(w + i) * load16(d + i);
       acc_g += g;
-      acc_gn += g * ((ld16(x + i) - m) * s);
+      acc_gn += g * ((load16(x + i) - m) * s);
     }
-    const v16f g = vec16::load_tail(w + i, C - i) * ld_tail(d + i, C - i);  // zero in the padding
+    const v16f g = vec16::load_tail(w + i, C - i) * load_tail(d + i, C - i);  // zero in the padding
     acc_g += g;
-    acc_gn += g * ((ld_tail(x + i, C - i) - m) * s);
+    acc_gn += g * ((load_tail(x + i, C - i) - m) * s);
     const float g_mean = hsum(acc_g) / float(C);
     const float gn_mean = hsum(acc_gn) / float(C);
     for (int64_t c0 = 0; c0 < C; c0 += kChunk) {

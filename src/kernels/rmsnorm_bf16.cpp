@@ -13,30 +13,26 @@ namespace {
 
 using vec_bf16::kChunk;
 using vec_bf16::kLanes;
+using vec_bf16::load16;
+using vec_bf16::load_tail;
+using vec_bf16::store;
 using vec_bf16::v16f;
+using vec_bf16::widen;
 using vec16::hsum;
 constexpr int64_t kChanBlock = 64;  // channels per dweight task
 
 // X is the type of the input and of its gradient: bf16 (rmsnorm_bf16_*) or float (rmsnorm_mixed_*).
-inline float widen(float x) { return x; }
-inline float widen(bf16 x) { return bf16_to_float(x); }
-inline v16f ld16(const float* p) { return vec16::load16(p); }
-inline v16f ld16(const bf16* p) { return vec_bf16::load16(p); }
-inline v16f ld_tail(const float* p, int64_t n) { return vec16::load_tail(p, n); }  // zeros after n
-inline v16f ld_tail(const bf16* p, int64_t n) { return vec_bf16::load_tail(p, n); }
-// A chunk of fp32 results into a gradient row: narrowed once (bf16) or copied (fp32).
-inline void store(bf16* d, const float* t, int64_t n) { to_bf16(d, t, n); }
-inline void store(float* d, const float* t, int64_t n) { std::memcpy(d, t, size_t(n) * sizeof(float)); }
+// The loads, widen() and store() are vec_bf16.h's, overloaded on X.
 
 template <class X>
 float row_sum_sq(const X* x, int64_t C) {
   v16f acc = {};
   int64_t i = 0;
   for (; i + kLanes <= C; i += kLanes) {
-    const v16f v = ld16(x + i);
+    const v16f v = load16(x + i);
     acc += v * v;
   }
-  const v16f v = ld_tail(x + i, C - i);
+  const v16f v = load_tail(x + i, C - i);
   return hsum(acc + v * v);
 }
 
@@ -81,8 +77,8 @@ void backward(X* dinp, float* dweight, const bf16* dout, const X* inp, const flo
     const float s = rstd[n];
     v16f acc_gn = {};
     int64_t i = 0;
-    for (; i + kLanes <= C; i += kLanes) acc_gn += vec16::load16(w + i) * ld16(d + i) * (ld16(x + i) * s);
-    acc_gn += vec16::load_tail(w + i, C - i) * ld_tail(d + i, C - i) * (ld_tail(x + i, C - i) * s);
+    for (; i + kLanes <= C; i += kLanes) acc_gn += vec16::load16(w + i) * load16(d + i) * (load16(x + i) * s);
+    acc_gn += vec16::load_tail(w + i, C - i) * load_tail(d + i, C - i) * (load_tail(x + i, C - i) * s);
     const float gn_mean = hsum(acc_gn) / float(C);
     for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
       const int64_t len = std::min(kChunk, C - c0);

@@ -1,13 +1,15 @@
 // Double-precision scalar reference for causal multi-head / grouped-query attention (forward and
-// backward), plus small helpers shared by test_attention.cpp and test_flash_attention.cpp. Same
-// layout and dropout index as src/kernels/attention.h. Written as plain loops over query heads
-// (query head h reads kv head h / (NH/KVH)), independently of the kernels' (b, kv head) grouping.
+// backward), plus small helpers shared by test_attention.cpp and test_flash_attention.cpp (AttnDims
+// by the bf16 attention tests too). Same layout and dropout index as src/kernels/attention.h. Written
+// as plain loops over query heads (query head h reads kv head h / (NH/KVH)), independently of the
+// kernels' (b, kv head) grouping.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,6 +29,11 @@ struct AttnDims {
   int64_t v_off(int64_t g) const { return (NH + KVH + g) * HS; }
   int64_t qkv_size() const { return B * T * C3(); }
   int64_t out_size() const { return B * T * C(); }
+  int64_t probs_size() const { return B * NH * T * T; }
+  std::string str() const {
+    return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+           " KVH=" + std::to_string(KVH) + " HS=" + std::to_string(HS);
+  }
 };
 
 inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {

@@ -1,11 +1,12 @@
 // Helpers for holding a bf16 kernel to its fp32 twin: conversions of whole vectors, and the
-// comparisons used by test_encoder_bf16.cpp, test_dropout_bf16.cpp and test_rope_bf16.cpp.
+// comparisons shared by the bf16 kernel tests.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ inline std::vector<float> f32(const std::vector<kernels::bf16>& v) {
   std::vector<float> o(v.size());
   kernels::to_float(o.data(), v.data(), int64_t(v.size()));
   return o;
+}
+// The same bytes (bf16 or fp32 vectors): bit-identical results.
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 // Position of a bf16 value on the number line, in ulps (-0 and +0 both 0).
 inline int ord(kernels::bf16 h) { return (h.bits & 0x8000) ? -int(h.bits & 0x7FFF) : int(h.bits); }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bf16_twin.h"
@@ -25,6 +26,7 @@
 #include "kernels/layernorm_bf16.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rmsnorm_bf16.h"
+#include "kernels/vec_bf16.h"
 
 using namespace remat::kernels;
 using namespace remat::test;
@@ -54,33 +56,51 @@ void expect_grad_f32(const std::vector<float>& got, const std::vector<float>& tw
 // C = 1100 spans one full 1024-element chunk, a partial one and a 12-lane tail.
 constexpr int64_t kN = 24, kC = 1100;
 
-}  // namespace
+// X is the type of the input and of its gradient: bf16 (*_bf16_* kernels) or float (*_mixed_*:
+// --fp32-residual's fp32 input and dinp); the output and dout are bf16 in both. by_storage<X>(mixed
+// kernel, bf16 kernel) picks the kernel.
+using vec_bf16::by_storage;
+// What the fp32 twin reads for an X input (bf16 widened, fp32 as is), and the tolerance of a dinp of X.
+std::vector<float> as_f32(const std::vector<bf16>& v) { return f32(v); }
+std::vector<float> as_f32(const std::vector<float>& v) { return v; }
+std::vector<bf16> as_x(const std::vector<float>& v, bf16) { return b16(v); }
+std::vector<float> as_x(const std::vector<float>& v, float) { return v; }
+void expect_grad(const std::vector<bf16>& got, const std::vector<float>& twin, const std::string& what) {
+  expect_grad_bf16(got, twin, what);
+}
+void expect_grad(const std::vector<float>& got, const std::vector<float>& twin, const std::string& what) {
+  expect_grad_f32(got, twin, what);
+}
 
-TEST(NormBf16, LayerNormMatchesFp32Twin) {
+// LayerNorm on an X input against the fp32 twin, from seeds s..s+6: forward, recompute from the saved
+// statistics (the same bits), backward into pre-filled gradients, and one thread against two.
+template <class X>
+void layernorm_matches_twin(uint64_t s) {
   // An offset mean, so the two-pass variance matters.
-  std::vector<float> xs = randn(kN * kC, 1, 2.0f);
+  std::vector<float> xs = randn(kN * kC, s, 2.0f);
   for (auto& v : xs) v += 3.0f;
-  const auto x = b16(xs), d = b16(randn(kN * kC, 2)), dx0 = b16(randn(kN * kC, 3));
-  const auto w = randn(kC, 4), b = randn(kC, 5), dw0 = randn(kC, 6), db0 = randn(kC, 7);
+  const auto x = as_x(xs, X{}), dx0 = as_x(randn(kN * kC, s + 2), X{});
+  const auto d = b16(randn(kN * kC, s + 1));
+  const auto w = randn(kC, s + 3), b = randn(kC, s + 4), dw0 = randn(kC, s + 5), db0 = randn(kC, s + 6);
   std::vector<bf16> out(kN * kC);
   std::vector<float> mean(kN), rstd(kN);
-  layernorm_bf16_forward(out, mean, rstd, x, w, b, kN, kC);
+  by_storage<X>(layernorm_mixed_forward, layernorm_bf16_forward)(out, mean, rstd, x, w, b, kN, kC);
   std::vector<float> ref(kN * kC), mref(kN), rref(kN);
-  layernorm_forward(ref, mref, rref, f32(x), w, b, kN, kC);
+  layernorm_forward(ref, mref, rref, as_f32(x), w, b, kN, kC);
   expect_stats(mean, mref, "mean");
   expect_stats(rstd, rref, "rstd");
   expect_within_1ulp(out, ref, "out");
   std::vector<bf16> again(kN * kC);  // recompute from the saved statistics: the same bits
-  layernorm_bf16_apply(again, x, w, b, mean, rstd, kN, kC);
-  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(again[i].bits, out[i].bits) << i;
+  by_storage<X>(layernorm_mixed_apply, layernorm_bf16_apply)(again, x, w, b, mean, rstd, kN, kC);
+  ASSERT_TRUE(same_bits(again, out));
 
-  auto dx = dx0;
+  auto dx = dx0;  // pre-filled: the kernel must add
   auto dw = dw0, db = db0;
-  layernorm_bf16_backward(dx, dw, db, d, x, w, mean, rstd, kN, kC);
-  auto dxr = f32(dx0);
+  by_storage<X>(layernorm_mixed_backward, layernorm_bf16_backward)(dx, dw, db, d, x, w, mean, rstd, kN, kC);
+  auto dxr = as_f32(dx0);
   auto dwr = dw0, dbr = db0;
-  layernorm_backward(dxr, dwr, dbr, f32(d), f32(x), w, mref, rref, kN, kC);
-  expect_grad_bf16(dx, dxr, "dinp");
+  layernorm_backward(dxr, dwr, dbr, f32(d), as_f32(x), w, mref, rref, kN, kC);
+  expect_grad(dx, dxr, "dinp");
   expect_grad_f32(dw, dwr, "dweight");
   expect_grad_f32(db, dbr, "dbias");
 
@@ -91,110 +111,57 @@ TEST(NormBf16, LayerNormMatchesFp32Twin) {
   std::vector<float> mean1(kN), rstd1(kN);
   const int nt = omp_get_max_threads();
   omp_set_num_threads(1);
-  layernorm_bf16_forward(out1, mean1, rstd1, x, w, b, kN, kC);
-  layernorm_bf16_backward(dx1, dw1, db1, d, x, w, mean, rstd, kN, kC);
+  by_storage<X>(layernorm_mixed_forward, layernorm_bf16_forward)(out1, mean1, rstd1, x, w, b, kN, kC);
+  by_storage<X>(layernorm_mixed_backward, layernorm_bf16_backward)(dx1, dw1, db1, d, x, w, mean, rstd, kN, kC);
   omp_set_num_threads(nt);
-  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(out1[i].bits, out[i].bits) << i;
-  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(dx1[i].bits, dx[i].bits) << i;
-  EXPECT_TRUE(remat::test::bit_equal(mean1, mean) && remat::test::bit_equal(rstd1, rstd));
-  EXPECT_TRUE(remat::test::bit_equal(dw1, dw) && remat::test::bit_equal(db1, db));
+  EXPECT_TRUE(same_bits(out1, out) && same_bits(mean1, mean) && same_bits(rstd1, rstd));
+  EXPECT_TRUE(same_bits(dx1, dx) && same_bits(dw1, dw) && same_bits(db1, db));
 }
 
-TEST(NormBf16, RmsNormMatchesFp32Twin) {
+// RMSNorm the same way, from seeds s..s+4.
+template <class X>
+void rmsnorm_matches_twin(uint64_t s) {
   const float eps = 1e-6f;
-  const auto x = b16(randn(kN * kC, 11, 2.0f)), d = b16(randn(kN * kC, 12)), dx0 = b16(randn(kN * kC, 13));
-  const auto w = randn(kC, 14), dw0 = randn(kC, 15);
+  const auto x = as_x(randn(kN * kC, s, 2.0f), X{}), dx0 = as_x(randn(kN * kC, s + 2), X{});
+  const auto d = b16(randn(kN * kC, s + 1));
+  const auto w = randn(kC, s + 3), dw0 = randn(kC, s + 4);
   std::vector<bf16> out(kN * kC);
   std::vector<float> rstd(kN);
-  rmsnorm_bf16_forward(out, rstd, x, w, kN, kC, eps);
+  by_storage<X>(rmsnorm_mixed_forward, rmsnorm_bf16_forward)(out, rstd, x, w, kN, kC, eps);
   std::vector<float> ref(kN * kC), rref(kN);
-  rmsnorm_forward(ref, rref, f32(x), w, kN, kC, eps);
+  rmsnorm_forward(ref, rref, as_f32(x), w, kN, kC, eps);
   expect_stats(rstd, rref, "rstd");
   expect_within_1ulp(out, ref, "out");
   std::vector<bf16> again(kN * kC);
-  rmsnorm_bf16_apply(again, x, w, rstd, kN, kC);
-  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(again[i].bits, out[i].bits) << i;
+  by_storage<X>(rmsnorm_mixed_apply, rmsnorm_bf16_apply)(again, x, w, rstd, kN, kC);
+  ASSERT_TRUE(same_bits(again, out));
 
   auto dx = dx0;
   auto dw = dw0;
-  rmsnorm_bf16_backward(dx, dw, d, x, w, rstd, kN, kC);
-  auto dxr = f32(dx0);
+  by_storage<X>(rmsnorm_mixed_backward, rmsnorm_bf16_backward)(dx, dw, d, x, w, rstd, kN, kC);
+  auto dxr = as_f32(dx0);
   auto dwr = dw0;
-  rmsnorm_backward(dxr, dwr, f32(d), f32(x), w, rref, kN, kC);
-  expect_grad_bf16(dx, dxr, "dinp");
+  rmsnorm_backward(dxr, dwr, f32(d), as_f32(x), w, rref, kN, kC);
+  expect_grad(dx, dxr, "dinp");
   expect_grad_f32(dw, dwr, "dweight");
 
   auto dx1 = dx0;
   auto dw1 = dw0;
+  std::vector<bf16> out1(kN * kC);
+  std::vector<float> rstd1(kN);
   const int nt = omp_get_max_threads();
   omp_set_num_threads(1);
-  rmsnorm_bf16_backward(dx1, dw1, d, x, w, rstd, kN, kC);
+  by_storage<X>(rmsnorm_mixed_forward, rmsnorm_bf16_forward)(out1, rstd1, x, w, kN, kC, eps);
+  by_storage<X>(rmsnorm_mixed_backward, rmsnorm_bf16_backward)(dx1, dw1, d, x, w, rstd, kN, kC);
   omp_set_num_threads(nt);
-  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(dx1[i].bits, dx[i].bits) << i;
-  EXPECT_TRUE(remat::test::bit_equal(dw1, dw));
+  EXPECT_TRUE(same_bits(out1, out) && same_bits(rstd1, rstd));
+  EXPECT_TRUE(same_bits(dx1, dx) && same_bits(dw1, dw));
 }
 
-TEST(NormBf16, MixedLayerNormMatchesFp32Twin) {
-  // An fp32 input (not bf16-representable: the residual stream of --fp32-residual), offset mean.
-  std::vector<float> x = randn(kN * kC, 21, 2.0f);
-  for (auto& v : x) v += 3.0f;
-  const auto d = b16(randn(kN * kC, 22));
-  const auto w = randn(kC, 23), b = randn(kC, 24), dx0 = randn(kN * kC, 25), dw0 = randn(kC, 26), db0 = randn(kC, 27);
-  std::vector<bf16> out(kN * kC);
-  std::vector<float> mean(kN), rstd(kN);
-  layernorm_mixed_forward(out, mean, rstd, x, w, b, kN, kC);
-  std::vector<float> ref(kN * kC), mref(kN), rref(kN);
-  layernorm_forward(ref, mref, rref, x, w, b, kN, kC);
-  expect_stats(mean, mref, "mean");
-  expect_stats(rstd, rref, "rstd");
-  expect_within_1ulp(out, ref, "out");
-  std::vector<bf16> again(kN * kC);  // recompute from the saved statistics: the same bits
-  layernorm_mixed_apply(again, x, w, b, mean, rstd, kN, kC);
-  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(again[i].bits, out[i].bits) << i;
+}  // namespace
 
-  auto dx = dx0, dw = dw0, db = db0;  // pre-filled: the kernel must add
-  layernorm_mixed_backward(dx, dw, db, d, x, w, mean, rstd, kN, kC);
-  auto dxr = dx0, dwr = dw0, dbr = db0;
-  layernorm_backward(dxr, dwr, dbr, f32(d), x, w, mref, rref, kN, kC);
-  expect_grad_f32(dx, dxr, "dinp");
-  expect_grad_f32(dw, dwr, "dweight");
-  expect_grad_f32(db, dbr, "dbias");
-
-  auto dx1 = dx0, dw1 = dw0, db1 = db0;
-  const int nt = omp_get_max_threads();
-  omp_set_num_threads(1);
-  layernorm_mixed_backward(dx1, dw1, db1, d, x, w, mean, rstd, kN, kC);
-  omp_set_num_threads(nt);
-  EXPECT_TRUE(remat::test::bit_equal(dx1, dx) && remat::test::bit_equal(dw1, dw) && remat::test::bit_equal(db1, db));
-}
-
-TEST(NormBf16, MixedRmsNormMatchesFp32Twin) {
-  const float eps = 1e-6f;
-  const auto x = randn(kN * kC, 31, 2.0f), dx0 = randn(kN * kC, 33);
-  const auto d = b16(randn(kN * kC, 32));
-  const auto w = randn(kC, 34), dw0 = randn(kC, 35);
-  std::vector<bf16> out(kN * kC);
-  std::vector<float> rstd(kN);
-  rmsnorm_mixed_forward(out, rstd, x, w, kN, kC, eps);
-  std::vector<float> ref(kN * kC), rref(kN);
-  rmsnorm_forward(ref, rref, x, w, kN, kC, eps);
-  expect_stats(rstd, rref, "rstd");
-  expect_within_1ulp(out, ref, "out");
-  std::vector<bf16> again(kN * kC);
-  rmsnorm_mixed_apply(again, x, w, rstd, kN, kC);
-  for (int64_t i = 0; i < kN * kC; ++i) ASSERT_EQ(again[i].bits, out[i].bits) << i;
-
-  auto dx = dx0, dw = dw0;
-  rmsnorm_mixed_backward(dx, dw, d, x, w, rstd, kN, kC);
-  auto dxr = dx0, dwr = dw0;
-  rmsnorm_backward(dxr, dwr, f32(d), x, w, rref, kN, kC);
-  expect_grad_f32(dx, dxr, "dinp");
-  expect_grad_f32(dw, dwr, "dweight");
-
-  auto dx1 = dx0, dw1 = dw0;
-  const int nt = omp_get_max_threads();
-  omp_set_num_threads(1);
-  rmsnorm_mixed_backward(dx1, dw1, d, x, w, rstd, kN, kC);
-  omp_set_num_threads(nt);
-  EXPECT_TRUE(remat::test::bit_equal(dx1, dx) && remat::test::bit_equal(dw1, dw));
-}
+TEST(NormBf16, LayerNormMatchesFp32Twin) { layernorm_matches_twin<bf16>(1); }
+TEST(NormBf16, RmsNormMatchesFp32Twin) { rmsnorm_matches_twin<bf16>(11); }
+// An fp32 input (not bf16-representable: the residual stream of --fp32-residual).
+TEST(NormBf16, MixedLayerNormMatchesFp32Twin) { layernorm_matches_twin<float>(21); }
+TEST(NormBf16, MixedRmsNormMatchesFp32Twin) { rmsnorm_matches_twin<float>(31); }

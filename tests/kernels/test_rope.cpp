@@ -7,26 +7,16 @@
 #include <vector>
 
 #include "fd_check.h"
+#include "rope_case.h"
 
 using namespace remat::kernels;
 using namespace remat::test;
 
 namespace {
 
-struct Shape {
-  int64_t B, T, NH, KVH, HS;
-};
+using Shape = RopeShape;
 // MHA, GQA (NH = 4, KVH = 2 and 1), an odd half-head (HS/2 = 5), B = T = 1, and a LLaMA-sized head.
 const Shape kShapes[] = {{2, 5, 2, 2, 8}, {2, 7, 4, 2, 16}, {1, 6, 4, 1, 10}, {1, 1, 3, 1, 6}, {2, 9, 4, 2, 64}};
-
-struct Tables {
-  std::vector<float> cos, sin;
-};
-Tables tables(int64_t T, int64_t HS, float theta = 10000.0f) {
-  Tables t{std::vector<float>(T * HS / 2), std::vector<float>(T * HS / 2)};
-  rope_table(t.cos, t.sin, T, HS, theta);
-  return t;
-}
 
 // Reference rotation in double, from angles computed independently of the table.
 double angle(int64_t t, int64_t i, int64_t HS, double theta) { return double(t) / std::pow(theta, 2.0 * i / HS); }
@@ -36,7 +26,7 @@ double angle(int64_t t, int64_t i, int64_t HS, double theta) { return double(t) 
 TEST(Rope, TableMatchesDoubleAngles) {
   for (float theta : {10000.0f, 500000.0f}) {
     const int64_t T = 4096, HS = 128, H = HS / 2;
-    auto tb = tables(T, HS, theta);
+    auto tb = rope_tables(T, HS, theta);
     for (int64_t t = 0; t < T; t += 37)
       for (int64_t i = 0; i < H; ++i) {
         const double a = angle(t, i, HS, theta);
@@ -50,7 +40,7 @@ TEST(Rope, TableMatchesDoubleAngles) {
     EXPECT_EQ(tb.sin[1 * H + 0], float(std::sin(1.0)));
   }
   // A table for maxT rows starts with the table for T rows.
-  auto small = tables(10, 16), big = tables(50, 16);
+  auto small = rope_tables(10, 16), big = rope_tables(50, 16);
   EXPECT_TRUE(bit_equal(small.cos, std::span<const float>(big.cos).first(small.cos.size())));
   EXPECT_TRUE(bit_equal(small.sin, std::span<const float>(big.sin).first(small.sin.size())));
 }
@@ -59,7 +49,7 @@ TEST(Rope, ForwardMatchesDoubleReference) {
   for (const auto& [B, T, NH, KVH, HS] : kShapes) {
     const int64_t H = HS / 2, QC = NH * HS, KC = KVH * HS, C3 = QC + 2 * KC;
     auto q = randn(B * T * QC, 1), k = randn(B * T * KC, 2), v = randn(B * T * KC, 3);
-    auto tb = tables(T, HS);
+    auto tb = rope_tables(T, HS);
     std::vector<float> qkv(B * T * C3, std::nanf(""));
     rope_qkv_forward(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
     for (int64_t b = 0; b < B; ++b)
@@ -86,7 +76,7 @@ TEST(Rope, PreservesPairNormsAndPositionZeroIsIdentity) {
   for (const auto& [B, T, NH, KVH, HS] : kShapes) {
     const int64_t H = HS / 2, QC = NH * HS, KC = KVH * HS, C3 = QC + 2 * KC;
     auto q = randn(B * T * QC, 4), k = randn(B * T * KC, 5), v = randn(B * T * KC, 6);
-    auto tb = tables(T, HS);
+    auto tb = rope_tables(T, HS);
     std::vector<float> qkv(B * T * C3);
     rope_qkv_forward(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
     for (int64_t bt = 0; bt < B * T; ++bt) {
@@ -111,7 +101,7 @@ TEST(Rope, BackwardOfForwardIsTheInverseRotation) {
   for (const auto& [B, T, NH, KVH, HS] : kShapes) {
     const int64_t QC = NH * HS, KC = KVH * HS, C3 = QC + 2 * KC;
     auto q = randn(B * T * QC, 7), k = randn(B * T * KC, 8), v = randn(B * T * KC, 9);
-    auto tb = tables(T, HS);
+    auto tb = rope_tables(T, HS);
     std::vector<float> qkv(B * T * C3), dq(B * T * QC, 0.0f), dk(B * T * KC, 0.0f), dv(B * T * KC, 0.0f);
     rope_qkv_forward(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
     // R orthogonal: R^T (R x) = x.
@@ -126,7 +116,7 @@ TEST(Rope, GradientsFiniteDifference) {
   for (const auto& [B, T, NH, KVH, HS] : {Shape{2, 3, 4, 2, 6}, Shape{1, 4, 4, 1, 8}}) {
     const int64_t QC = NH * HS, KC = KVH * HS, C3 = QC + 2 * KC;
     auto q = randn(B * T * QC, 10), k = randn(B * T * KC, 11), v = randn(B * T * KC, 12);
-    auto tb = tables(T, HS, 3.0f);  // small theta: large angles in every pair, even at T = 4
+    auto tb = rope_tables(T, HS, 3.0f);  // small theta: large angles in every pair, even at T = 4
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
     fd_check(
         B * T * C3,
@@ -138,7 +128,7 @@ TEST(Rope, GradientsFiniteDifference) {
 
 TEST(Rope, EmptyGradientsAreSkipped) {
   const int64_t B = 2, T = 5, NH = 4, KVH = 2, HS = 16, QC = NH * HS, KC = KVH * HS, C3 = QC + 2 * KC;
-  auto tb = tables(T, HS);
+  auto tb = rope_tables(T, HS);
   auto dqkv = randn(B * T * C3, 13);
   const auto q0 = randn(B * T * QC, 14), k0 = randn(B * T * KC, 15), v0 = randn(B * T * KC, 16);
   auto dq = q0, dk = k0, dv = v0;

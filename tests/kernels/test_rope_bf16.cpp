@@ -8,39 +8,51 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <span>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "bf16_twin.h"
 #include "fd_check.h"
 #include "kernels/rope.h"
 #include "kernels/rope_bf16.h"
+#include "rope_case.h"
 
 using namespace remat::kernels;
 using namespace remat::test;
 
 namespace {
 
-struct Shape {
-  int64_t B, T, NH, KVH, HS;
-};
+using Shape = RopeShape;
 // MHA, GQA (NH = 4, KVH = 2), an odd half-head (HS/2 = 5), a LLaMA head, and a head wider than the
 // kernel's 512-pair stack buffer (HS/2 = 530).
 const Shape kShapes[] = {{2, 5, 2, 2, 8}, {2, 7, 4, 2, 16}, {1, 6, 4, 1, 10}, {2, 9, 4, 2, 128}, {1, 3, 2, 1, 1060}};
 
+// A problem from one seed: tables, inputs q, k, v, an upstream gradient g of qkv and pre-filled
+// gradients dq0, dk0, dv0 (the backward must add into them).
 struct Case {
   Shape sh;
-  std::vector<float> cos, sin;
-  std::vector<bf16> q, k, v;
-  Case(const Shape& s, uint64_t seed) : sh(s) {
-    const int64_t H = s.HS / 2;
-    cos.resize(s.T * H);
-    sin.resize(s.T * H);
-    rope_table(cos, sin, s.T, s.HS, 10000.0f);
-    q = b16(randn(s.B * s.T * s.NH * s.HS, seed));
-    k = b16(randn(s.B * s.T * s.KVH * s.HS, seed + 1));
-    v = b16(randn(s.B * s.T * s.KVH * s.HS, seed + 2));
+  RopeTables tb;
+  std::vector<bf16> q, k, v, g, dq0, dk0, dv0;
+  Case(const Shape& s, uint64_t seed) : sh(s), tb(rope_tables(s.T, s.HS)) {
+    const int64_t BT = s.B * s.T;
+    q = b16(randn(BT * s.QC(), seed));
+    k = b16(randn(BT * s.KC(), seed + 1));
+    v = b16(randn(BT * s.KC(), seed + 2));
+    g = b16(randn(BT * s.C3(), seed + 3));
+    dq0 = b16(randn(q.size(), seed + 4));
+    dk0 = b16(randn(k.size(), seed + 5));
+    dv0 = b16(randn(v.size(), seed + 6));
   }
-  int64_t n3() const { return sh.B * sh.T * (sh.NH + 2 * sh.KVH) * sh.HS; }
+  int64_t n3() const { return sh.B * sh.T * sh.C3(); }
+  void forward(std::vector<bf16>& qkv) const {
+    rope_qkv_bf16_forward(qkv, q, k, v, tb.cos, tb.sin, sh.B, sh.T, sh.NH, sh.KVH, sh.HS);
+  }
+  // Adds into whichever of dq, dk, dv is non-empty.
+  void backward(std::span<bf16> dq, std::span<bf16> dk, std::span<bf16> dv) const {
+    rope_qkv_bf16_backward(dq, dk, dv, g, tb.cos, tb.sin, sh.B, sh.T, sh.NH, sh.KVH, sh.HS);
+  }
 };
 
 }  // namespace
@@ -50,12 +62,12 @@ TEST(RopeBf16, ForwardMatchesFp32Twin) {
     const Case c(sh, 1);
     const auto [B, T, NH, KVH, HS] = sh;
     std::vector<bf16> qkv(c.n3());
-    rope_qkv_bf16_forward(qkv, c.q, c.k, c.v, c.cos, c.sin, B, T, NH, KVH, HS);
+    c.forward(qkv);
     std::vector<float> ref(c.n3());
-    rope_qkv_forward(ref, f32(c.q), f32(c.k), f32(c.v), c.cos, c.sin, B, T, NH, KVH, HS);
+    rope_qkv_forward(ref, f32(c.q), f32(c.k), f32(c.v), c.tb.cos, c.tb.sin, B, T, NH, KVH, HS);
     expect_within_1ulp(qkv, ref, "qkv, HS=" + std::to_string(HS), 1e-6);
     // The v part is a copy: identical bits.
-    const int64_t QC = NH * HS, KC = KVH * HS, C3 = QC + 2 * KC;
+    const int64_t QC = sh.QC(), KC = sh.KC(), C3 = sh.C3();
     for (int64_t bt = 0; bt < B * T; ++bt)
       for (int64_t j = 0; j < KC; ++j) ASSERT_EQ(qkv[bt * C3 + QC + KC + j].bits, c.v[bt * KC + j].bits);
   }
@@ -65,13 +77,10 @@ TEST(RopeBf16, BackwardMatchesFp32TwinAndAccumulates) {
   for (const auto& sh : kShapes) {
     const Case c(sh, 4);
     const auto [B, T, NH, KVH, HS] = sh;
-    const auto g = b16(randn(c.n3(), 7));
-    // Pre-filled gradients: the kernel must add into them.
-    const auto dq0 = b16(randn(c.q.size(), 8)), dk0 = b16(randn(c.k.size(), 9)), dv0 = b16(randn(c.v.size(), 10));
-    auto dq = dq0, dk = dk0, dv = dv0;
-    rope_qkv_bf16_backward(dq, dk, dv, g, c.cos, c.sin, B, T, NH, KVH, HS);
-    auto rq = f32(dq0), rk = f32(dk0), rv = f32(dv0);
-    rope_qkv_backward(rq, rk, rv, f32(g), c.cos, c.sin, B, T, NH, KVH, HS);
+    auto dq = c.dq0, dk = c.dk0, dv = c.dv0;
+    c.backward(dq, dk, dv);
+    auto rq = f32(c.dq0), rk = f32(c.dk0), rv = f32(c.dv0);
+    rope_qkv_backward(rq, rk, rv, f32(c.g), c.tb.cos, c.tb.sin, B, T, NH, KVH, HS);
     const std::string at = ", HS=" + std::to_string(HS);
     expect_within_1ulp(dq, rq, "dq" + at, 1e-6);
     expect_within_1ulp(dk, rk, "dk" + at, 1e-6);
@@ -80,33 +89,26 @@ TEST(RopeBf16, BackwardMatchesFp32TwinAndAccumulates) {
 }
 
 TEST(RopeBf16, EmptyGradientsAreSkipped) {
-  const Shape sh{2, 5, 4, 2, 16};
-  const Case c(sh, 11);
-  const auto [B, T, NH, KVH, HS] = sh;
-  const auto g = b16(randn(c.n3(), 12));
-  const auto dq0 = b16(randn(c.q.size(), 13)), dk0 = b16(randn(c.k.size(), 14)), dv0 = b16(randn(c.v.size(), 15));
-  auto dq = dq0, dk = dk0, dv = dv0;
-  rope_qkv_bf16_backward(dq, dk, dv, g, c.cos, c.sin, B, T, NH, KVH, HS);
-  auto only_k = dk0;
-  rope_qkv_bf16_backward({}, only_k, {}, g, c.cos, c.sin, B, T, NH, KVH, HS);
+  const Case c(Shape{2, 5, 4, 2, 16}, 11);
+  auto dq = c.dq0, dk = c.dk0, dv = c.dv0;
+  c.backward(dq, dk, dv);
+  auto only_k = c.dk0;
+  c.backward({}, only_k, {});
   expect_bits_of_rounded(only_k, f32(dk), "dk alone");
-  auto only_qv_q = dq0, only_qv_v = dv0;
-  rope_qkv_bf16_backward(only_qv_q, {}, only_qv_v, g, c.cos, c.sin, B, T, NH, KVH, HS);
+  auto only_qv_q = c.dq0, only_qv_v = c.dv0;
+  c.backward(only_qv_q, {}, only_qv_v);
   expect_bits_of_rounded(only_qv_q, f32(dq), "dq without dk");
   expect_bits_of_rounded(only_qv_v, f32(dv), "dv without dk");
 }
 
 TEST(RopeBf16, IndependentOfThreadCount) {
-  const Shape sh{2, 9, 4, 2, 128};
-  const Case c(sh, 16);
-  const auto [B, T, NH, KVH, HS] = sh;
-  const auto g = b16(randn(c.n3(), 17));
+  const Case c(Shape{2, 9, 4, 2, 128}, 16);
   auto run = [&](int threads) {
     const int nt = omp_get_max_threads();
     omp_set_num_threads(threads);
     std::vector<bf16> qkv(c.n3()), dq(c.q.size()), dk(c.k.size()), dv(c.v.size());
-    rope_qkv_bf16_forward(qkv, c.q, c.k, c.v, c.cos, c.sin, B, T, NH, KVH, HS);
-    rope_qkv_bf16_backward(dq, dk, dv, g, c.cos, c.sin, B, T, NH, KVH, HS);
+    c.forward(qkv);
+    c.backward(dq, dk, dv);
     omp_set_num_threads(nt);
     return std::tuple{f32(qkv), f32(dq), f32(dk), f32(dv)};
   };
