@@ -93,14 +93,16 @@ void Allocator::account(size_t bytes, Category cat, const std::string& name, DTy
       act_ += bytes;
       act_dt_[int(dt)] += bytes;
     }
-    auto& ns = names_[name];
-    ns.active += bytes;
-    ns.category = cat;
-    ns.dtype = dt;
-    if (ns.active > ns.peak) ns.peak = ns.active;
-    if (is_activation(cat)) {
-      ns.act_active += bytes;
-      if (ns.act_active > ns.act_peak) ns.act_peak = ns.act_active;
+    if (track_names_) {
+      auto& ns = names_[name];
+      ns.active += bytes;
+      ns.category = cat;
+      ns.dtype = dt;
+      if (ns.active > ns.peak) ns.peak = ns.active;
+      if (is_activation(cat)) {
+        ns.act_active += bytes;
+        if (ns.act_active > ns.act_peak) ns.act_peak = ns.act_active;
+      }
     }
     bump_peaks_locked();
   }
@@ -159,7 +161,7 @@ void Allocator::unaccount(size_t bytes, Category cat, const std::string& name, D
     act_ -= bytes;
     act_dt_[int(dt)] -= bytes;
   }
-  auto it = names_.find(name);
+  auto it = track_names_ ? names_.find(name) : names_.end();
   if (it != names_.end()) {
     it->second.active -= bytes;
     if (is_activation(cat)) it->second.act_active -= bytes;
@@ -182,12 +184,14 @@ void Allocator::retag(size_t bytes, Category from, Category to, const std::strin
     act_ += bytes;
     act_dt_[int(dt)] += bytes;
   }
-  NameStats& ns = names_[name];
-  ns.category = to;
-  if (is_activation(from)) ns.act_active -= bytes;
-  if (is_activation(to)) {
-    ns.act_active += bytes;
-    if (ns.act_active > ns.act_peak) ns.act_peak = ns.act_active;
+  if (track_names_) {
+    NameStats& ns = names_[name];
+    ns.category = to;
+    if (is_activation(from)) ns.act_active -= bytes;
+    if (is_activation(to)) {
+      ns.act_active += bytes;
+      if (ns.act_active > ns.act_peak) ns.act_peak = ns.act_active;
+    }
   }
   bump_peaks_locked();
 }

@@ -84,7 +84,15 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
   trace("forward   embedding");
   const uint64_t x0_id = x0.id();
 
-  Chain chain{int(model.config().L), [&](int i, const Tensor& x) { return model.block(i, x, rng); }};
+  const int L = int(model.config().L);
+  if (!opt.block_attention.empty() && opt.block_attention.size() != size_t(L))
+    throw Error("step", "the plan gives " + std::to_string(opt.block_attention.size()) + " attention kernels for " +
+                            std::to_string(L) + " blocks",
+                "give one kernel per block, or none");
+  Chain chain{L, [&](int i, const Tensor& x) {
+                return model.block(i, x, rng,
+                                   opt.block_attention.empty() ? model.config().attention : opt.block_attention[size_t(i)]);
+              }};
   ExecutorOptions eo;
   eo.check_determinism = opt.check_determinism;
   eo.break_replay = opt.break_replay;
@@ -170,7 +178,7 @@ struct DryState {
 
 StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t accum, const StepOptions& opt,
                         size_t data_bytes) {
-  Allocator acct;
+  Allocator acct(/*track_names=*/false);  // peaks and counts only
   StepMeasure m;
   StepMemory r;
   {
@@ -199,7 +207,7 @@ StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t ac
 }
 
 size_t plan_independent_bytes(const ModelConfig& cfg, int64_t B, int64_t T, size_t data_bytes) {
-  Allocator acct;
+  Allocator acct(/*track_names=*/false);  // peaks and counts only
   ShapeOnlyScope dry;
   DryRunAccount count(acct);
   const DryState st(cfg, B, T, data_bytes, acct);
