@@ -187,7 +187,7 @@ std::string overhead_str(const StepPlan& p, double base) {
 nlohmann::json row_json(const Row& r, double base) {
   nlohmann::json j = {{"label", r.label},
           {"kind", r.kind == SvgPoint::Kind::Textbook ? "textbook" : r.kind == SvgPoint::Kind::Chosen ? "chosen" : "frontier"},
-          {"attention", autograd::attention_kind_name(r.plan.cfg.attention)},
+          {"attention", attention_label(r.plan)},
           {"predicted_activation_bytes", r.plan.activation_peak},
           {"predicted_step_bytes", r.plan.step.peak_total},
           {"overhead_predicted", flops(r.plan.compute) / base},
@@ -210,7 +210,9 @@ void print_rows(const std::vector<Row>& rows, double base, bool calibrated) {
   for (const Row& r : rows) {
     char time[32] = "";
     if (calibrated) std::snprintf(time, sizeof time, " %13s", seconds_str(r.plan).c_str());
-    std::printf("  %-58s %-6s %13s %13s %9s%s\n", r.label.c_str(), autograd::attention_kind_name(r.plan.cfg.attention),
+    // A plan that mixes kernels per block: "mixed" here, which blocks run which in its label (summary).
+    const char* attn = r.plan.block_attention.empty() ? autograd::attention_kind_name(r.plan.cfg.attention) : "mixed";
+    std::printf("  %-58s %-6s %13s %13s %9s%s\n", r.label.c_str(), attn,
                 format_bytes(r.plan.activation_peak).c_str(), format_bytes(r.plan.step.peak_total).c_str(),
                 overhead_str(r.plan, base).c_str(), time);
   }
@@ -330,6 +332,7 @@ void add_plan(CLI::App& root) {
     data_opts.data = f.data;
     data_opts.data_format = f.data_format;
     PlanTarget target{cfg, f.batch, micro, T, data_bytes_for(data_opts), f.model.attention_auto(), std::nullopt};
+    target.per_block_attention = target.allow_flash;  // --attention auto: the DP may choose the kernel per block
     if (given("--calibration")) {
       target.calibration = calibration_for(f.calibration, cfg, micro, T);
       check_calibrated_target(target);
@@ -359,13 +362,7 @@ void add_plan(CLI::App& root) {
       for (const planner::ChainPlan& cp : kp.frontier) {
         Row r;  // whole step priced below, for the rows shown
         r.label = cp.summary();
-        r.plan.cfg = c->cfg;
-        r.plan.activation_peak = cp.memory.peak_activation;
-        r.plan.compute = cp.compute;
-        r.plan.seconds = plan_seconds(*c, cp, target.accum());
-        r.plan.schedule = cp.schedule;
-        r.plan.summary = r.label;
-        for (int p : cp.block_policy) r.plan.block_policy.push_back(c->problem.policy_names[size_t(p)]);
+        r.plan = unpriced_plan(*c, cp, target);
         frontier.push_back(std::move(r));
       }
     }
@@ -400,8 +397,11 @@ void add_plan(CLI::App& root) {
       // A complete command: pasted, it trains the model that was planned, as planned. The plan file
       // carries any plan; a named strategy is spelled as such; else train plans the same again.
       std::string how = f.out.empty() ? short_spelling(*chosen) : "--plan " + f.out;
+      const bool mixed = !chosen->block_attention.empty();
       std::string model_flags = f.model.command_line(T);
-      if (how.empty()) {
+      if (mixed) {
+        how = "--plan " + (f.out.empty() ? std::string("<plan.json from --out>") : f.out);
+      } else if (how.empty()) {
         how = "--budget " + std::to_string(*budget) + (cal ? " --calibration " + f.calibration : "");
         if (target.allow_flash) model_flags += " --attention auto";
       } else if (target.allow_flash || chosen->cfg.attention != cfg.attention) {
@@ -410,6 +410,9 @@ void add_plan(CLI::App& root) {
       use = "remat train" + model_flags + " --batch " + std::to_string(f.batch) + " --micro-batch " +
             std::to_string(micro) + (f.data.empty() ? "" : " --data " + f.data) +
             (f.data_format != "auto" ? " --data-format " + f.data_format : "") + " " + how;
+      // remat train has no per-block kernel yet (apply_plan refuses such a plan): say so on the line.
+      if (mixed)
+        use = "(not yet: remat train runs one attention kernel; this plan gives each block its own) " + use;
       if (!f.out.empty()) write_plan_file(f.out, *chosen);
     }
     if (!f.svg.empty()) {
@@ -441,7 +444,7 @@ void add_plan(CLI::App& root) {
                   std::string n;
                   for (const auto& p : cands.problem.policy_names) n += (n.empty() ? "" : ", ") + p;
                   return n;
-                }().c_str(), target.allow_flash ? "; attention naive or flash" : "");
+                }().c_str(), target.allow_flash ? "; attention naive or flash, per block" : "");
     std::printf("whole step = every accounted byte (parameters, gradients, AdamW state %s, data %s, activations, "
                 "their gradients, transients, workspace); overhead = predicted FLOPs / store-everything's\n",
                 format_bytes(textbook.front().plan.step.persistent).c_str(), format_bytes(target.data_bytes).c_str());
@@ -456,7 +459,7 @@ void add_plan(CLI::App& root) {
     print_rows(shown, base, cal);
     if (chosen) {
       std::printf("plan for --budget %s (whole step): %s, attention %s\n", format_bytes(*budget).c_str(),
-                  chosen->summary.c_str(), autograd::attention_kind_name(chosen->cfg.attention));
+                  chosen->summary.c_str(), attention_label(*chosen).c_str());
       std::string time;
       if (chosen->seconds && textbook.front().plan.seconds)
         time = ", step time " + seconds_str(*chosen) + " calibrated (" +

@@ -98,6 +98,7 @@ void add_trace(CLI::App& root) {
     StepOptions so;
     so.schedule = plan ? plan->schedule : make_schedule(spec, int(cfg.L));
     so.block_policy = policy_pointers(policies);
+    if (plan) so.block_attention = plan->block_attention;  // a plan's kernel per block, if it mixes them
     int n = 0;
     // Sample 0 is the step's start; sample i is the state after event i, as numbered below.
     std::vector<TimelineSample> samples;

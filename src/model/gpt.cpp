@@ -74,7 +74,7 @@ Tensor GPT::embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const S
   return autograd::dropout(x, rng.train ? cfg_.dropout : 0.0f, rng.site(0), "emb.drop");
 }
 
-Tensor GPT::block(int i, const Tensor& x, const StepRng& rng) const {
+Tensor GPT::block(int i, const Tensor& x, const StepRng& rng, autograd::AttentionKind attention) const {
   namespace ag = autograd;
   const BlockParams& w = blocks_.at(i);
   const std::string p = layer_prefix(i);
@@ -84,7 +84,7 @@ Tensor GPT::block(int i, const Tensor& x, const StepRng& rng) const {
   const DType dt = cfg_.precision;  // the block's internals; x and the residual stream: residual_dtype()
   Tensor h = ag::layernorm(x, weight(w.ln1w), weight(w.ln1b), p + "ln_1", dt);               // (B, T, C)
   Tensor qkv = ag::linear(h, mm_weight(w.attnw), weight(w.attnb), p + "attn.c_attn");        // (B, T, 3C)
-  Tensor a = ag::attention(qkv, NH, NH, pd, rng.site(site), cfg_.attention, p + "attn");     // (B, T, C)
+  Tensor a = ag::attention(qkv, NH, NH, pd, rng.site(site), attention, p + "attn");          // (B, T, C)
   Tensor o = ag::linear(a, mm_weight(w.projw), weight(w.projb), p + "attn.c_proj");          // (B, T, C)
   o = ag::dropout(o, pd, rng.site(site + 1), p + "attn.drop");
   Tensor r = ag::add(x, o, p + "res_1");                                                     // (B, T, C)

@@ -15,7 +15,8 @@ class GPT : public Model {
   // x0 = dropout(wte[tokens] + wpe[pos]): (B, T, C).
   Tensor embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const StepRng& rng) const override;
   // Block i: x + attn(ln_1(x)), then + mlp(ln_2(.)).
-  Tensor block(int i, const Tensor& x, const StepRng& rng) const override;
+  Tensor block(int i, const Tensor& x, const StepRng& rng, autograd::AttentionKind attention) const override;
+  using Model::block;
   // ln_f, tied LM head: logits (B, T, V).
   Tensor logits(const Tensor& xL) const override;
   std::string layer_stem() const override { return "h."; }

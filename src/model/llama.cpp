@@ -58,7 +58,7 @@ Tensor Llama::embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const
   return autograd::dropout(x, rng.train ? cfg_.dropout : 0.0f, rng.site(0), "model.embed_tokens.drop");
 }
 
-Tensor Llama::block(int i, const Tensor& x, const StepRng& rng) const {
+Tensor Llama::block(int i, const Tensor& x, const StepRng& rng, autograd::AttentionKind attention) const {
   namespace ag = autograd;
   const BlockParams& w = blocks_.at(i);
   const std::string p = layer_prefix(i);
@@ -73,7 +73,7 @@ Tensor Llama::block(int i, const Tensor& x, const StepRng& rng) const {
   h = Tensor();
   Tensor qkv = ag::rope_qkv(q, k, v, NH, KVH, cfg_.rope_theta, p + "self_attn.qkv");       // (B, T, (NH+2KVH)*HS)
   q = k = v = Tensor();
-  Tensor a = ag::attention(qkv, NH, KVH, pd, rng.site(site), cfg_.attention, p + "self_attn");  // (B, T, NH*HS)
+  Tensor a = ag::attention(qkv, NH, KVH, pd, rng.site(site), attention, p + "self_attn");       // (B, T, NH*HS)
   qkv = Tensor();
   Tensor o = ag::linear_nt(a, mm_weight(w.o), p + "self_attn.o_proj");                      // (B, T, C)
   a = Tensor();

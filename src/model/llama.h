@@ -18,7 +18,8 @@ class Llama : public Model {
   Tensor embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const StepRng& rng) const override;
   // x + o_proj(attn(rope(q, k), v)) of input_layernorm(x), then + down(silu(gate) * up) of
   // post_attention_layernorm(.).
-  Tensor block(int i, const Tensor& x, const StepRng& rng) const override;
+  Tensor block(int i, const Tensor& x, const StepRng& rng, autograd::AttentionKind attention) const override;
+  using Model::block;
   Tensor logits(const Tensor& xL) const override;
   std::string layer_stem() const override { return "model.layers."; }
   // selective: drop self_attn.probs; swiglu: drop mlp.act (silu(gate) * up);

@@ -104,8 +104,11 @@ class Model {
 
   // x0: (B, T, C) from B*T tokens.
   virtual Tensor embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const StepRng& rng) const = 0;
-  // Block i: x_{i+1} = f_i(x_i). Pure in (x, weights, rng): replayable.
-  virtual Tensor block(int i, const Tensor& x, const StepRng& rng) const = 0;
+  // Block i: x_{i+1} = f_i(x_i), its attention run by `attention`. Pure in (x, weights, rng,
+  // attention): replayable. A plan may give each block its own kernel (StepOptions::block_attention).
+  virtual Tensor block(int i, const Tensor& x, const StepRng& rng, autograd::AttentionKind attention) const = 0;
+  // ... with the config's kernel.
+  Tensor block(int i, const Tensor& x, const StepRng& rng) const { return block(i, x, rng, cfg_.attention); }
   // Final norm and LM head: logits (B, T, V).
   virtual Tensor logits(const Tensor& xL) const = 0;
   // Mean cross-entropy of the logits against targets, divided by `count` positions.

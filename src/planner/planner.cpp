@@ -77,10 +77,17 @@ std::unique_ptr<Model> shape_only_model(const ModelConfig& cfg) {
   return make_model(cfg);
 }
 
-StepTrace trace_step(const Model& model, int64_t B, int64_t T, const autograd::Policy* policy) {
+StepTrace trace_step(const Model& model, int64_t B, int64_t T, const autograd::Policy* policy,
+                     const std::vector<autograd::AttentionKind>& block_attention) {
   ShapeOnlyScope dry;
   StepTrace st;
   st.cfg = model.config();
+  if (!block_attention.empty()) {
+    REMAT_ASSERT(block_attention.size() == size_t(model.num_layers()), "trace_step: one attention kernel per block");
+    if (std::all_of(block_attention.begin(), block_attention.end(),
+                    [&](autograd::AttentionKind k) { return k == block_attention.front(); }))
+      st.cfg.attention = block_attention.front();  // the trace's model, as it ran
+  }
   st.B = B;
   st.T = T;
   const std::vector<int32_t> no_tokens;  // shape-only ops read no data
@@ -102,7 +109,7 @@ StepTrace trace_step(const Model& model, int64_t B, int64_t T, const autograd::P
     Tensor y;
     {
       autograd::RecordScope scope(r);
-      y = model.block(i, x, rng);
+      y = block_attention.empty() ? model.block(i, x, rng) : model.block(i, x, rng, block_attention[size_t(i)]);
       autograd::clear_recipes();
     }
     std::string name = model.layer_prefix(i);

@@ -58,8 +58,11 @@ struct StepTrace {
 };
 
 // Dry-runs model.embed, every block and the head for a (B, T) micro-batch under `policy` (which may be
-// null: keep everything). Throws as the runtime does when a strict policy drops what nothing rebuilds.
-StepTrace trace_step(const Model& model, int64_t B, int64_t T, const autograd::Policy* policy = nullptr);
+// null: keep everything), block i's attention run by block_attention[i] (empty: the model's kernel on
+// every block; else one per block, as StepOptions::block_attention). Throws as the runtime does when a
+// strict policy drops what nothing rebuilds.
+StepTrace trace_step(const Model& model, int64_t B, int64_t T, const autograd::Policy* policy = nullptr,
+                     const std::vector<autograd::AttentionKind>& block_attention = {});
 // A model of `cfg` with shape-only parameters, for tracing models too large to hold.
 std::unique_ptr<Model> shape_only_model(const ModelConfig& cfg);
 

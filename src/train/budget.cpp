@@ -21,21 +21,42 @@ planner::Calibration calibration_for(const std::string& path, const ModelConfig&
   return c;
 }
 
-Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T, const planner::Calibration* calibration) {
+Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T, const planner::Calibration* calibration,
+                           const std::vector<autograd::AttentionKind>& kernels) {
+  if (calibration && kernels.size() > 1)
+    throw Error("calibration", "a calibration prices one attention kernel, and the planner was asked to weigh " +
+                                   std::to_string(kernels.size()),
+                "plan with one --attention kernel, or drop --calibration");
   Candidates c;
   c.cfg = cfg;
   c.model = planner::shape_only_model(cfg);
-  c.policies.emplace_back();
-  c.problem.policy_names.push_back("none");
-  c.problem.traces.push_back(planner::trace_step(*c.model, micro, T));
-  for (const PolicyPreset& preset : c.model->policy_presets()) {
-    NamePolicy p = c.model->policy(preset.name);
-    planner::StepTrace tr = planner::trace_step(*c.model, micro, T, &p);
-    if (tr.blocks.empty() || tr.blocks[0].dropped.empty()) continue;  // drops nothing under this kernel
-    c.policies.push_back(std::move(p));
-    c.problem.policy_names.push_back(preset.name);
-    c.problem.traces.push_back(std::move(tr));
+  for (autograd::AttentionKind k : kernels.empty() ? std::vector<autograd::AttentionKind>{cfg.attention} : kernels) {
+    const std::vector<autograd::AttentionKind> every(size_t(cfg.L), k);
+    auto add = [&](const std::string& preset, NamePolicy p, planner::StepTrace tr) {
+      std::string name = preset;
+      if (k != cfg.attention)
+        name = std::string(autograd::attention_kind_name(k)) + (preset == "none" ? "" : "+" + preset);
+      c.policies.push_back(std::move(p));
+      c.presets.push_back(preset);
+      c.kernels.push_back(k);
+      c.problem.policy_names.push_back(std::move(name));
+      c.problem.traces.push_back(std::move(tr));
+    };
+    add("none", NamePolicy(), planner::trace_step(*c.model, micro, T, nullptr, every));
+    for (const PolicyPreset& preset : c.model->policy_presets()) {
+      NamePolicy p = c.model->policy(preset.name);
+      planner::StepTrace tr = planner::trace_step(*c.model, micro, T, &p, every);
+      if (tr.blocks.empty() || tr.blocks[0].dropped.empty()) continue;  // drops nothing under this kernel
+      add(preset.name, std::move(p), std::move(tr));
+    }
   }
+  // The DP prices a block's forward that keeps nothing by one cost per block, whatever its candidate
+  // (planner/optimal.h's TimeModel::forward_pass): exact across kernels because both kernels' forwards
+  // count the same FLOPs (ops_attention.cpp's AttnFlops); only their backwards and saves differ.
+  for (const planner::StepTrace& tr : c.problem.traces)
+    for (size_t i = 0; i < tr.blocks.size(); ++i)
+      REMAT_ASSERT(tr.blocks[i].fwd_flops() == c.problem.traces[0].blocks[i].fwd_flops(),
+                   "make_candidates: a block's forward FLOPs differ between candidates");
   if (calibration) {
     c.calibration = *calibration;
     c.calibration_index = planner::calibration_indices(*calibration, c.problem.policy_names);
@@ -66,21 +87,36 @@ StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes) {
   StepOptions so;
   so.schedule = p.schedule;
   so.block_policy = policy_pointers(policies);
+  so.block_attention = p.block_attention;
   return dry_run_step(p.cfg, p.micro, p.T, p.batch / p.micro, so, data_bytes);
 }
 
-StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t) {
+StepPlan unpriced_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t) {
   StepPlan sp;
   sp.cfg = c.cfg;
   sp.batch = t.batch;
   sp.micro = t.micro;
   sp.T = t.T;
   sp.schedule = plan.schedule;
-  for (int p : plan.block_policy) sp.block_policy.push_back(c.problem.policy_names.at(size_t(p)));
+  for (int p : plan.block_policy) {
+    sp.block_policy.push_back(c.presets.at(size_t(p)));
+    sp.block_attention.push_back(c.kernels.at(size_t(p)));
+  }
+  // One kernel on every block is the plan's model's kernel; only a mix is spelled per block.
+  if (std::all_of(sp.block_attention.begin(), sp.block_attention.end(),
+                  [&](autograd::AttentionKind k) { return k == sp.block_attention.front(); })) {
+    if (!sp.block_attention.empty()) sp.cfg.attention = sp.block_attention.front();
+    sp.block_attention.clear();
+  }
   sp.activation_peak = plan.memory.peak_activation;
   sp.compute = plan.compute;
   sp.summary = plan.summary();
   sp.seconds = plan_seconds(c, plan, t.accum());
+  return sp;
+}
+
+StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t) {
+  StepPlan sp = unpriced_plan(c, plan, t);
   sp.step = dry_run_plan(sp, t.data_bytes);
   return sp;
 }
@@ -201,6 +237,13 @@ std::vector<KernelPlans> plan_kernels(const PlanTarget& t) {
     kp.frontier = planner::optimal_frontier(kp.candidates.problem);
     out.push_back(std::move(kp));
   }
+  // Both kernels per block: a superset of the two above, planned last so that a mix is chosen only
+  // where it is strictly faster than one kernel everywhere.
+  if (t.per_block_attention && kernels.size() > 1) {
+    KernelPlans kp{make_candidates(t.cfg, t.micro, t.T, nullptr, kernels), {}};
+    kp.frontier = planner::optimal_frontier(kp.candidates.problem);
+    out.push_back(std::move(kp));
+  }
   return out;
 }
 
@@ -258,8 +301,7 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
   const StepPlan& l = *least_of_all;
   throw Error("budget",
               "--budget " + format_bytes(budget) + " is below the least whole-step peak of any plan, " +
-                  format_bytes(l.step.peak_total) + " (" + l.summary + ", attention " +
-                  autograd::attention_kind_name(l.cfg.attention) + "; activations " + format_bytes(l.activation_peak) +
+                  format_bytes(l.step.peak_total) + " (" + l.summary + ", attention " + attention_label(l) + "; activations " + format_bytes(l.activation_peak) +
                   ", parameters, gradients, optimizer state and data " + format_bytes(l.step.persistent) + "), for " +
                   describe_target(t),
               "raise --budget to at least " + format_bytes(l.step.peak_total) +
@@ -267,7 +309,21 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
                   (t.allow_flash || t.cfg.attention == autograd::AttentionKind::Flash ? "" : ", or --attention auto"));
 }
 
+std::string attention_label(const StepPlan& p) {
+  if (p.block_attention.empty()) return autograd::attention_kind_name(p.cfg.attention);
+  std::string out = "per block:";
+  for (size_t i = 0; i < p.block_attention.size();) {  // runs: "per block: 0-3 naive, 4-11 flash"
+    size_t j = i;
+    while (j + 1 < p.block_attention.size() && p.block_attention[j + 1] == p.block_attention[i]) ++j;
+    out += std::string(i == 0 ? " " : ", ") + std::to_string(i) + (j > i ? "-" + std::to_string(j) : "") + " " +
+           autograd::attention_kind_name(p.block_attention[i]);
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string short_spelling(const StepPlan& p) {
+  if (!p.block_attention.empty()) return "";  // no flag spells a kernel per block
   const std::optional<std::string> pol = uniform_policy(p);
   if (!pol) return "";
   const std::optional<StrategySpec> s = named_strategy(p.schedule, int(p.cfg.L));
@@ -281,6 +337,10 @@ std::string short_spelling(const StepPlan& p) {
 }
 
 void apply_plan(const StepPlan& p, TrainOptions& o) {
+  if (!p.block_attention.empty())
+    throw Error("plan", "this plan runs a different attention kernel per block (" + attention_label(p) +
+                            "), which remat train cannot run yet",
+                "plan with --attention naive or --attention flash (one kernel on every block)");
   o.model = p.cfg;
   o.batch = p.batch;
   o.micro_batch = p.micro;
@@ -333,6 +393,11 @@ nlohmann::json plan_to_json(const StepPlan& p) {
             {"persistent_bytes", p.step.persistent},
             {"overhead", p.compute.overhead()}}}};
   if (p.seconds) j["predicted"]["step_seconds"] = *p.seconds;  // by the calibration it was planned with
+  if (!p.block_attention.empty()) {
+    nlohmann::json k = nlohmann::json::array();
+    for (autograd::AttentionKind a : p.block_attention) k.push_back(autograd::attention_kind_name(a));
+    j["block_attention"] = k;
+  }
   return j;
 }
 
@@ -347,8 +412,9 @@ StepPlan plan_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) bad_plan(where, "not a JSON object");
   if (!j.contains("format") || j["format"] != "remat-plan") bad_plan(where, "not a remat plan (no \"format\": \"remat-plan\")");
   if (!j.contains("version") || !j["version"].is_number_integer()) bad_plan(where, "\"version\" is missing or not an integer");
-  if (j["version"] != kPlanVersion)
-    bad_plan(where, "unknown version " + j["version"].dump() + " (this remat reads version " + std::to_string(kPlanVersion) + ")");
+  // Version 1: one kernel (the model's) on every block; version 2 may add "block_attention".
+  if (j["version"] != 1 && j["version"] != kPlanVersion)
+    bad_plan(where, "unknown version " + j["version"].dump() + " (this remat reads versions 1 to " + std::to_string(kPlanVersion) + ")");
   auto need = [&](const char* key, bool ok, const char* type) {
     if (!j.contains(key)) bad_plan(where, std::string("field \"") + key + "\" is missing");
     if (!ok) bad_plan(where, std::string("field \"") + key + "\" must be " + type + ", got " + printable(j[key].dump(), 40));
@@ -406,6 +472,19 @@ StepPlan plan_from_json(const nlohmann::json& j, const std::string& where) {
     validate_schedule(p.schedule, L);
   } catch (const Error& e) {
     bad_plan(where, std::string("its schedule is not valid for ") + std::to_string(L) + " blocks: " + e.what());
+  }
+  if (j.contains("block_attention")) {
+    if (j["version"] == 1) bad_plan(where, "version 1 has no \"block_attention\" (write version " + std::to_string(kPlanVersion) + ")");
+    need("block_attention", j["block_attention"].is_array(), "an array of attention kernel names");
+    if (j["block_attention"].size() != size_t(L))
+      bad_plan(where, "block_attention has " + std::to_string(j["block_attention"].size()) + " entries for " + std::to_string(L) + " blocks");
+    for (const nlohmann::json& n : j["block_attention"]) {
+      std::optional<autograd::AttentionKind> k;
+      for (autograd::AttentionKind a : {autograd::AttentionKind::Naive, autograd::AttentionKind::Flash})
+        if (n.is_string() && n.get<std::string>() == autograd::attention_kind_name(a)) k = a;
+      if (!k) bad_plan(where, "block_attention entries must be \"naive\" or \"flash\", got " + printable(n.dump(), 40));
+      p.block_attention.push_back(*k);
+    }
   }
   if (j.contains("summary") && j["summary"].is_string()) p.summary = j["summary"].get<std::string>();
   if (j.contains("predicted") && j["predicted"].is_object()) {

@@ -33,6 +33,10 @@ struct PlanTarget {
   bool allow_flash = false;     // the planner may switch a naive-attention model to flash attention
   // The time model: this machine's calibration (made for cfg, micro and T: calibration_for), or FLOPs.
   std::optional<planner::Calibration> calibration;
+  // With allow_flash: the planner may also give each block its own kernel (the DP chooses it per block,
+  // with the block's policy). Such a plan runs where StepOptions::block_attention is set (dry runs,
+  // trace, the tests); remat train cannot run it yet (apply_plan refuses it).
+  bool per_block_attention = false;
   int64_t accum() const { return batch / micro; }
 };
 
@@ -41,21 +45,28 @@ struct PlanTarget {
 // naming the first difference otherwise.
 planner::Calibration calibration_for(const std::string& path, const ModelConfig& cfg, int64_t micro, int64_t T);
 
-// The candidates of one model and attention kernel: "none" (keep everything) and each of the
-// model's policy presets that drops something under this kernel, with one dry run each. With a
-// calibration (for this model, micro-batch and seq), the DP's time is calibrated_time: it minimises
-// predict_time; without, FLOPs.
+// The candidates of one model and its attention kernels: under each kernel, "none" (keep everything)
+// and each of the model's policy presets that drops something under that kernel, with one dry run
+// each. `kernels` empty: cfg.attention alone; else candidates of each kernel, in that order, and the DP
+// chooses a (policy, kernel) pair per block. A candidate of a kernel other than cfg.attention is named
+// "<kernel>" or "<kernel>+<preset>" ("flash", "flash+gelu"). With a calibration (for this model,
+// micro-batch and seq; one kernel only), the DP's time is calibrated_time: it minimises predict_time;
+// without, FLOPs.
 struct Candidates {
   ModelConfig cfg;
   std::unique_ptr<Model> model;       // shape-only
   std::vector<NamePolicy> policies;   // [p] for problem.policy_names[p]; [0] keeps everything
+  std::vector<std::string> presets;   // [p]: the policy's name among the model's ("none" or a preset)
+  std::vector<autograd::AttentionKind> kernels;  // [p]: the attention kernel of candidate p
   planner::PlanProblem problem;
   std::optional<planner::Calibration> calibration;
   std::vector<int> calibration_index;  // [p]: problem.policy_names[p]'s index in calibration->policies
 };
-// Throws remat::Error("calibration") naming a candidate policy the calibration lacks.
+// Throws remat::Error("calibration") naming a candidate policy the calibration lacks, or when a
+// calibration meets more than one kernel.
 Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T,
-                           const planner::Calibration* calibration = nullptr);
+                           const planner::Calibration* calibration = nullptr,
+                           const std::vector<autograd::AttentionKind>& kernels = {});
 
 // A plan for one training step, with its predictions.
 struct StepPlan {
@@ -63,6 +74,9 @@ struct StepPlan {
   int64_t batch = 0, micro = 0, T = 0;
   Schedule schedule;
   std::vector<std::string> block_policy;   // per block: "none" or a preset of the model
+  // Per block, when the plan mixes kernels (StepOptions::block_attention); empty: cfg.attention on
+  // every block (a plan whose blocks all run one kernel has it as cfg.attention).
+  std::vector<autograd::AttentionKind> block_attention;
   size_t activation_peak = 0;              // saved + checkpoint + recompute (simulate_memory)
   StepMemory step;                         // the whole step (dry_run_step)
   planner::ComputePrediction compute;      // FLOPs of one micro-batch
@@ -78,6 +92,8 @@ double plan_cost(const StepPlan& p);
 // has a calibration.
 std::optional<double> plan_seconds(const Candidates& c, const planner::ChainPlan& plan, int64_t accum);
 
+// `plan` (one of c's) as a StepPlan for `t`, its whole step not priced yet (step left empty).
+StepPlan unpriced_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t);
 // Prices `plan` (one of c's) for `t`: the whole step by dry run.
 StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t);
 // Prices a named strategy with one policy on every block (a name in c.problem.policy_names).
@@ -89,14 +105,15 @@ StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes);
 // given to the DP starts at the budget minus what the step holds whatever the plan (parameters,
 // gradients, optimizer state, data), and is lowered by each dry run's excess until the plan fits
 // (a bounded number of rounds; the least-memory plan is the last resort). With t.allow_flash both
-// kernels are planned and the faster fitting plan wins. "Faster": by t.calibration when given (the DP
+// kernels are planned and the faster fitting plan wins (with t.per_block_attention, both per block
+// too: a mix wins only where it is strictly faster). "Faster": by t.calibration when given (the DP
 // then minimises predict_time too), else by FLOPs. Throws remat::Error before any training when
 // nothing fits, naming the least whole-step peak of any plan and that plan, and when a calibration
 // (one kernel's) meets allow_flash.
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget);
 
-// The candidates of each kernel a target may plan with (its own; flash too with allow_flash), and
-// their optimal frontier: what plan_for_budget starts from, computed once for callers that also show it.
+// The candidates of each kernel a target may plan with (its own; flash too with allow_flash; both
+// per block too with per_block_attention, last), and their optimal frontier: what plan_for_budget starts from, computed once for callers that also show it.
 struct KernelPlans {
   Candidates candidates;
   std::vector<planner::ChainPlan> frontier;
@@ -106,7 +123,11 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
 // Refuses a target whose calibration cannot price every kernel it may plan (allow_flash).
 void check_calibrated_target(const PlanTarget& t);
 
-// A complete, valid plan: --recompute and --policy spellings for TrainOptions. The schedule is
+// "naive", "flash", or "per block: 0-3 naive, 4-11 flash" for a plan that mixes kernels.
+std::string attention_label(const StepPlan& p);
+
+// A complete, valid plan: --recompute and --policy spellings for TrainOptions. Throws remat::Error
+// for a plan that mixes attention kernels per block (TrainOptions has no spelling for one yet). The schedule is
 // spelled action by action (encode_schedule) unless it is a named strategy; per-block policies become
 // one --save-all-but list of full tensor names (one --policy when every block has the same).
 void apply_plan(const StepPlan& p, TrainOptions& o);
@@ -115,8 +136,10 @@ void apply_plan(const StepPlan& p, TrainOptions& o);
 std::string short_spelling(const StepPlan& p);
 
 // Plan files: {"format": "remat-plan", "version": kPlanVersion, "model": {...}, "batch", "micro_batch",
-// "seq", "block_policy": [...], "schedule": ["f0c", ...], "summary", "predicted": {...}}.
-constexpr int kPlanVersion = 1;
+// "seq", "block_policy": [...], "schedule": ["f0c", ...], "summary", "predicted": {...}}, and
+// "block_attention": ["naive", "flash", ...] when the plan mixes kernels (version 2). Version 1 files
+// (one kernel, the model's) still load.
+constexpr int kPlanVersion = 2;
 nlohmann::json plan_to_json(const StepPlan& p);
 // Checks everything (format, version, types, the model config, the schedule for its L, the policy
 // names against the model's presets): remat::Error naming `where` and what is wrong.

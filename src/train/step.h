@@ -65,6 +65,9 @@ struct StepOptions {
   bool break_replay = false;
   const autograd::Policy* policy = nullptr;
   std::vector<const autograd::Policy*> block_policy;  // per block, overriding `policy` (a plan's)
+  // Per block, the attention kernel every forward of the block runs (a plan's); empty: the model's
+  // cfg.attention on every block. Otherwise one entry per block.
+  std::vector<autograd::AttentionKind> block_attention;
   std::function<void(const std::string& event)> trace;  // one line per event, if set
   autograd::OpProfile* profile = nullptr;                 // per-op wall time, if set
 };

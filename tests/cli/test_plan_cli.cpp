@@ -336,3 +336,37 @@ TEST(PlanCli, CalibratedPlanning) {
 }
 
 }  // namespace
+
+// --attention auto lets the planner choose the kernel per block (issue #9, item 3). On llama-tiny at
+// 3.79 MiB a mix wins: plan prints it per block, the plan file carries it (version 2,
+// "block_attention"), trace --plan runs it with each block's kernel (measured peak = prediction),
+// and train --plan refuses it in one line (remat train runs one kernel), as the use: line says.
+TEST(PlanCli, PerBlockAttentionKernels) {
+  TempDir d;
+  const std::string file = d / "mixed.json";
+  const std::vector<std::string> model{"--preset", "llama-tiny", "--batch", "4", "--micro-batch", "2"};
+  std::vector<std::string> args{"plan"};
+  args.insert(args.end(), model.begin(), model.end());
+  for (const char* a : {"--attention", "auto", "--budget", "3.79MiB", "--out"}) args.push_back(a);
+  args.push_back(file);
+  const RunResult p = ok(args);
+  EXPECT_TRUE(has(p.out, "attention per block: 0 naive, 1 flash")) << p.out;
+  EXPECT_TRUE(has(p.out, "\nuse: (not yet: remat train runs one attention kernel")) << p.out;
+  const json j = json::parse(slurp(file));
+  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["block_attention"], json::array({"naive", "flash"}));
+
+  std::vector<std::string> trace{"trace"};
+  trace.insert(trace.end(), model.begin(), model.end());
+  trace.insert(trace.end(), {"--plan", file});
+  const RunResult tr = ok(trace);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(tr.out, m, std::regex("peak activation ([^\\n]*) measured, ([^\\n]*) predicted"))) << tr.out;
+  EXPECT_EQ(m[1].str(), m[2].str()) << tr.out;
+
+  std::vector<std::string> train{"train"};
+  train.insert(train.end(), model.begin(), model.end());
+  train.insert(train.end(), {"--plan", file});
+  train.insert(train.end(), kOneStep.begin(), kOneStep.end());
+  EXPECT_USER_ERROR(run_remat(train), "different attention kernel per block", "--attention naive or --attention flash");
+}

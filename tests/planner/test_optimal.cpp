@@ -50,6 +50,27 @@ std::vector<StepTrace> chain(Arch arch, int L, const std::vector<std::string>& p
   return out;
 }
 
+// The same chain with a (policy, attention kernel) pair per candidate: what the planner weighs with
+// --attention auto, the kernel chosen per block with the policy.
+std::vector<StepTrace> chain_kernels(Arch arch, int L,
+                                     const std::vector<std::pair<std::string, autograd::AttentionKind>>& candidates) {
+  std::vector<StepTrace> out;
+  for (const auto& [pol, kernel] : candidates) {
+    StepTrace tr;
+    for (int i = 0; i < L; ++i) {
+      ModelConfig c = i % 3 == 0 ? small(arch, 2, 64) : i % 3 == 1 ? small(arch, 4, 24) : small(arch, 1, 40);
+      c.attention = kernel;
+      const auto m = planner::shape_only_model(c);
+      const NamePolicy p = m->policy(pol);
+      StepTrace one = planner::trace_step(*m, 1, 8, p.keeps_all() ? nullptr : &p);
+      if (i == 0) tr = one;
+      else tr.blocks.push_back(one.blocks[0]);
+    }
+    out.push_back(std::move(tr));
+  }
+  return out;
+}
+
 struct Priced {
   size_t peak;
   double flops;
@@ -71,8 +92,15 @@ std::vector<Priced> brute_force(const std::vector<StepTrace>& traces) {
 
 double total(const planner::ComputePrediction& c) { return c.fwd + c.bwd + c.recompute; }
 
+void check_traces_against_brute_force(Arch arch, int L, const std::vector<StepTrace>& traces,
+                                      const std::vector<std::string>& policies);
+
 void check_against_brute_force(Arch arch, int L, const std::vector<std::string>& policies) {
-  const std::vector<StepTrace> traces = chain(arch, L, policies);
+  check_traces_against_brute_force(arch, L, chain(arch, L, policies), policies);
+}
+
+void check_traces_against_brute_force(Arch arch, int L, const std::vector<StepTrace>& traces,
+                                      const std::vector<std::string>& policies) {
   const std::vector<Priced> all = brute_force(traces);
   ASSERT_GT(all.size(), size_t(L));
   planner::PlanProblem pp{traces, policies, {}, 0};
@@ -198,6 +226,33 @@ TEST(OptimalPlanner, EqualsBruteForceMixedPoliciesLlama) {
 
 // Every named strategy, in either replay mode and with or without the last segment recomputed, is
 // one schedule of the family: at its own predicted peak the DP is at least as fast.
+// --attention auto: the candidates are (policy, kernel) pairs and the DP picks one per block. Brute
+// force prices every schedule over the trace spliced block by block (each block's forwards, first pass
+// and replays, its backward and its rebuilds under its own kernel), so a DP that priced a block's
+// forwards by another kernel than the one chosen for it would differ here.
+TEST(OptimalPlanner, EqualsBruteForceMixedKernels) {
+  using autograd::AttentionKind;
+  const std::vector<std::pair<std::string, AttentionKind>> gpt = {
+      {"none", AttentionKind::Naive}, {"selective", AttentionKind::Naive}, {"none", AttentionKind::Flash}};
+  for (int L = 1; L <= 5; ++L)
+    check_traces_against_brute_force(Arch::GPT2, L, chain_kernels(Arch::GPT2, L, gpt), {"none", "selective", "flash"});
+  const std::vector<std::pair<std::string, AttentionKind>> llama = {
+      {"none", AttentionKind::Naive}, {"none", AttentionKind::Flash}, {"swiglu", AttentionKind::Flash}};
+  for (int L = 1; L <= 4; ++L)
+    check_traces_against_brute_force(Arch::Llama, L, chain_kernels(Arch::Llama, L, llama),
+                                      {"none", "flash", "flash+swiglu"});
+  // And the mix is a real choice: on these chains some budget's best plan runs both kernels.
+  const std::vector<StepTrace> traces = chain_kernels(Arch::GPT2, 4, gpt);
+  const planner::PlanProblem pp{traces, {"none", "selective", "flash"}, {}, 0};
+  bool mixed = false;
+  for (const planner::ChainPlan& p : planner::optimal_frontier(pp)) {
+    const bool any_flash = std::count(p.block_policy.begin(), p.block_policy.end(), 2) > 0;
+    const bool all_flash = std::count(p.block_policy.begin(), p.block_policy.end(), 2) == 4;
+    if (any_flash && !all_flash) mixed = true;
+  }
+  EXPECT_TRUE(mixed) << "no frontier plan mixes kernels";
+}
+
 TEST(OptimalPlanner, NeverSlowerThanANamedStrategy) {
   for (Arch arch : {Arch::GPT2, Arch::Llama}) {
     ModelConfig c = small(arch, 2, 0);
