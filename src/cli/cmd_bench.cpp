@@ -646,6 +646,10 @@ void add_bench(CLI::App& root) {
       const ModelConfig asked = f.model.config();
       check_plan_target(*plan, asked, f.model.given("--attention"), f.batch, f.micro_batch ? f.micro_batch : f.batch,
                         f.model.seq(asked), f.plan);
+      if (given("--time-model") && !plan->block_attention.empty())
+        throw Error("bench", "'" + f.plan + "' runs a different attention kernel per block (" + attention_label(*plan) +
+                                 "), and --time-model prices one kernel (a calibration covers one)",
+                    "bench it without --time-model (remat bench --plan FILE), or plan with --attention naive or flash");
     }
     if (f.time_model) {
       if (f.profile) throw Error("bench", "--time-model does not profile ops", "drop --profile");
@@ -728,7 +732,7 @@ void add_bench(CLI::App& root) {
                     paths["attention"].get<std::string>().c_str());
       if (plan)
         std::printf("plan %s: %s, attention %s (row \"plan\")\n", f.plan.c_str(), plan->summary.c_str(),
-                    autograd::attention_kind_name(plan->cfg.attention));
+                    attention_label(*plan).c_str());
       std::printf("%-18s %5s %12s %12s %8s %10s %9s %9s %9s %9s %8s %7s\n", "strategy", "segs", "act MiB meas",
                   "act MiB pred", "fwd-eq", "median ms", "tok/s", "ovh time", "ovh FLOP", "ovh t-cal", "GFLOP/s",
                   bf ? "%mm" : "%sgemm");
@@ -784,8 +788,9 @@ void add_bench(CLI::App& root) {
       }
       std::sort(ms.begin(), ms.end());
       const double med = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-      ReportInput ri{&t.model(), micro, T, f.batch / micro, t.strategy(), last,
-                     t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
+      TrainSummary ts;
+      ts.measure = last;
+      ReportInput ri = report_input(t, ts);  // the row's schedule, policies and kernels per block included
       nlohmann::json j = report_json(ri);
       j["strategy"] = sname;
       if (row.plan) j["plan_file"] = f.plan;

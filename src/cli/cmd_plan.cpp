@@ -397,11 +397,8 @@ void add_plan(CLI::App& root) {
       // A complete command: pasted, it trains the model that was planned, as planned. The plan file
       // carries any plan; a named strategy is spelled as such; else train plans the same again.
       std::string how = f.out.empty() ? short_spelling(*chosen) : "--plan " + f.out;
-      const bool mixed = !chosen->block_attention.empty();
       std::string model_flags = f.model.command_line(T);
-      if (mixed) {
-        how = "--plan " + (f.out.empty() ? std::string("<plan.json from --out>") : f.out);
-      } else if (how.empty()) {
+      if (how.empty()) {  // no short spelling (a kernel per block has none): train plans the same again
         how = "--budget " + std::to_string(*budget) + (cal ? " --calibration " + f.calibration : "");
         if (target.allow_flash) model_flags += " --attention auto";
       } else if (target.allow_flash || chosen->cfg.attention != cfg.attention) {
@@ -410,9 +407,6 @@ void add_plan(CLI::App& root) {
       use = "remat train" + model_flags + " --batch " + std::to_string(f.batch) + " --micro-batch " +
             std::to_string(micro) + (f.data.empty() ? "" : " --data " + f.data) +
             (f.data_format != "auto" ? " --data-format " + f.data_format : "") + " " + how;
-      // remat train has no per-block kernel yet (apply_plan refuses such a plan): say so on the line.
-      if (mixed)
-        use = "(not yet: remat train runs one attention kernel; this plan gives each block its own) " + use;
       if (!f.out.empty()) write_plan_file(f.out, *chosen);
     }
     if (!f.svg.empty()) {

@@ -234,6 +234,7 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
   if (by_budget) {
     const size_t budget = parse_bytes(budget_text, "--budget");
     PlanTarget t{o.model, o.batch, micro, o.seq, data_bytes_for(o), mf.attention_auto(), std::nullopt};
+    t.per_block_attention = t.allow_flash;  // --attention auto: the kernel per block
     if (given("--calibration")) {
       const std::string file = app.get_option("--calibration")->as<std::string>();
       t.calibration = calibration_for(file, o.model, micro, o.seq);
@@ -242,14 +243,14 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
     char time[96] = "";
     if (plan.seconds) std::snprintf(time, sizeof time, ", step time %.1f ms (calibrated)", *plan.seconds * 1e3);
     std::printf("plan for --budget %s (whole step): %s, attention %s; predicted whole step %s (activations alone %s)%s\n",
-                format_bytes(budget).c_str(), plan.summary.c_str(), autograd::attention_kind_name(plan.cfg.attention),
+                format_bytes(budget).c_str(), plan.summary.c_str(), attention_label(plan).c_str(),
                 format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str(), time);
   } else {
     plan = read_plan_file(plan_file);
     check_plan_target(plan, o.model, mf.given("--attention"), o.batch, micro, o.seq, plan_file);
     plan.step = dry_run_plan(plan, data_bytes_for(o));
     std::printf("plan %s: %s, attention %s; predicted whole step %s (activations alone %s)\n", plan_file.c_str(),
-                plan.summary.c_str(), autograd::attention_kind_name(plan.cfg.attention),
+                plan.summary.c_str(), attention_label(plan).c_str(),
                 format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str());
   }
   apply_plan(plan, o);
@@ -428,9 +429,7 @@ void add_train(CLI::App& root) {
       if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
       return;
     }
-    ReportInput ri{&t.model(), f.o.micro_batch ? f.o.micro_batch : f.o.batch, f.o.seq,
-                   f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch), t.strategy(), s.measure,
-                   t.policy().keeps_all() ? nullptr : &t.policy(), t.policy().label()};
+    ReportInput ri = report_input(t, s);  // the run's schedule, policies and kernels per block included
     if (given("--compare-none")) compare_against_none(ri, f.o);  // measured step times, into the report
     std::printf("%s", memory_report(ri).c_str());
     if (!f.report_json.empty()) {

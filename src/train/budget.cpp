@@ -337,11 +337,8 @@ std::string short_spelling(const StepPlan& p) {
 }
 
 void apply_plan(const StepPlan& p, TrainOptions& o) {
-  if (!p.block_attention.empty())
-    throw Error("plan", "this plan runs a different attention kernel per block (" + attention_label(p) +
-                            "), which remat train cannot run yet",
-                "plan with --attention naive or --attention flash (one kernel on every block)");
   o.model = p.cfg;
+  o.block_attention = p.block_attention;  // empty unless the kernel differs between blocks
   o.batch = p.batch;
   o.micro_batch = p.micro;
   o.seq = p.T;

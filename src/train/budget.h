@@ -34,8 +34,7 @@ struct PlanTarget {
   // The time model: this machine's calibration (made for cfg, micro and T: calibration_for), or FLOPs.
   std::optional<planner::Calibration> calibration;
   // With allow_flash: the planner may also give each block its own kernel (the DP chooses it per block,
-  // with the block's policy). Such a plan runs where StepOptions::block_attention is set (dry runs,
-  // trace, the tests); remat train cannot run it yet (apply_plan refuses it).
+  // with the block's policy). apply_plan hands the kernels to TrainOptions::block_attention.
   bool per_block_attention = false;
   int64_t accum() const { return batch / micro; }
 };

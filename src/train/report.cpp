@@ -38,8 +38,9 @@ struct Predicted {
 };
 Predicted predict(const ReportInput& in) {
   Predicted p;
-  p.trace = planner::trace_step(*in.model, in.micro_batch, in.T, in.policy);
-  p.store_all = in.policy ? planner::trace_step(*in.model, in.micro_batch, in.T, nullptr) : p.trace;
+  const auto& kernels = in.block_attention;  // a plan's per block, or empty
+  p.trace = planner::trace_step(*in.model, in.micro_batch, in.T, in.policy, kernels);
+  p.store_all = in.policy ? planner::trace_step(*in.model, in.micro_batch, in.T, nullptr, kernels) : p.trace;
   if (!in.block_policy.empty()) {  // a plan's policy per block: its blocks spliced from one dry run per policy
     std::vector<const autograd::Policy*> distinct{in.policy};
     std::vector<int> index;
@@ -50,7 +51,7 @@ Predicted predict(const ReportInput& in) {
     }
     std::vector<planner::StepTrace> traces{p.trace};
     for (size_t k = 1; k < distinct.size(); ++k)
-      traces.push_back(planner::trace_step(*in.model, in.micro_batch, in.T, distinct[k]));
+      traces.push_back(planner::trace_step(*in.model, in.micro_batch, in.T, distinct[k], kernels));
     p.trace = planner::splice(traces, index);
   }
   p.schedule = in.schedule ? *in.schedule : make_schedule(in.strategy, in.model->num_layers());
@@ -208,6 +209,14 @@ nlohmann::json report_json(const ReportInput& in) {
 
 std::string report_headline(const ReportInput& in) { return headline(in, predict(in)); }
 
+// "naive", or a plan's kernels per block: "per block naive flash flash".
+std::string attention_text(const ReportInput& in) {
+  if (in.block_attention.empty()) return autograd::attention_kind_name(in.model->config().attention);
+  std::string t = "per block";
+  for (autograd::AttentionKind k : in.block_attention) t += std::string(" ") + autograd::attention_kind_name(k);
+  return t;
+}
+
 std::string memory_report(const ReportInput& in) {
   const Predicted pr = predict(in);
   const auto& mem = pr.mem;
@@ -225,7 +234,7 @@ std::string memory_report(const ReportInput& in) {
   add("== memory report: %s, micro-batch %lld x T %lld, %lld micro-step(s), strategy %s%s, policy %s, %s attention ==\n",
       cfg.describe().c_str(), (long long)in.micro_batch, (long long)in.T, (long long)in.accum,
       in.strategy.label().c_str(), in.strategy.recompute_last ? " (recompute-last)" : "", in.policy_label.c_str(),
-      autograd::attention_kind_name(cfg.attention));
+      attention_text(in).c_str());
   // The whole step: every accounted byte, measured beside the trainer's dry run of the same step.
   const std::optional<StepMemory>& ws = in.measure.whole_step;
   if (ws)
@@ -371,6 +380,7 @@ ReportInput report_input(const Trainer& t, const TrainSummary& s) {
   const StepOptions so = t.step_options();
   in.schedule = so.schedule;
   in.block_policy = so.block_policy;
+  in.block_attention = so.block_attention;
   if (!t.block_policies().empty()) {
     in.policy_label = "per block:";
     for (const NamePolicy& p : t.block_policies()) in.policy_label += " " + p.label();

@@ -37,6 +37,8 @@ struct ReportInput {
   // `policy` for the blocks (StepOptions::block_policy): the predictions then price these.
   std::optional<Schedule> schedule{};
   std::vector<const autograd::Policy*> block_policy{};
+  // A plan's attention kernel per block (StepOptions::block_attention), or empty.
+  std::vector<autograd::AttentionKind> block_attention{};
 };
 
 // The report's input for a trainer's run: its model, micro-batch, T, accumulation, strategy, policy,

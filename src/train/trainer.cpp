@@ -153,6 +153,10 @@ Trainer::Trainer(const TrainOptions& o) {
                   "make the plan for this model (one policy per block)");
     s.block_policies = named_block_policies(*s.model, o.block_policy);
   }
+  if (!o.block_attention.empty() && o.block_attention.size() != size_t(o.model.L))
+    throw Error("plan", "the plan names " + std::to_string(o.block_attention.size()) + " attention kernels for " +
+                            std::to_string(o.model.L) + " blocks",
+                "make the plan for this model (one kernel per block)");
   s.model->init(o.seed);
   if (!o.init_from.empty()) load_weights(*s.model, o.init_from);
   auto [tr, va] = load_split(o, T);
@@ -282,6 +286,7 @@ StepOptions Trainer::step_options() const {
   so.schedule = s.schedule;
   so.policy = s.policy.keeps_all() ? nullptr : &s.policy;
   so.block_policy = policy_pointers(s.block_policies);
+  so.block_attention = s.opt.block_attention;
   so.check_determinism = s.opt.check_determinism;
   so.break_replay = s.opt.break_replay;
   so.profile = s.opt.profile;

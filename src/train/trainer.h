@@ -55,6 +55,8 @@ struct TrainOptions {
   // per block), overriding the policy options for the blocks (the embedding and head keep them).
   std::optional<Schedule> schedule;
   std::vector<std::string> block_policy;
+  // A plan's attention kernel per block (one per block), or empty: model.attention on every block.
+  std::vector<autograd::AttentionKind> block_attention;
   bool check_determinism = false, break_replay = false;
   size_t memory_limit = 0;
   bool progress = true;
