@@ -57,6 +57,9 @@ void expect_equal(const StepMemory& predicted, const StepMeasure& measured, cons
         << "\n  measured " << category_list(measured.peak_category);
   EXPECT_EQ(predicted.peak_total, measured.peak_total) << what << ": peak_total";
   EXPECT_EQ(predicted.peak_activation, measured.peak_activation) << what << ": peak_activation";
+  // ... and per dtype (bf16 activations and matmul copies beside the fp32 masters and statistics).
+  EXPECT_EQ(predicted.peak_by_dtype, measured.peak_category_by_dtype) << what << ": per-dtype category peaks";
+  EXPECT_EQ(predicted.peak_activation_by_dtype, measured.peak_activation_by_dtype) << what << ": activation dtypes";
 }
 
 // One real step of a fresh trainer (the process holds nothing else), beside dry_run_step called the
@@ -108,8 +111,16 @@ void check(const TrainOptions& o, const std::string& what, int* checked) {
   ++*checked;
 }
 
-void check_arch(Arch arch) {
+void check_arch(Arch arch, DType precision = DType::F32, bool fp32_residual = false) {
   const bool gpt = arch == Arch::GPT2;
+  const std::string label = std::string(arch_name(arch)) + (precision == DType::BF16 ? " bf16" : "") +
+                            (fp32_residual ? " fp32-residual" : "");
+  auto small = [&] {
+    TrainOptions o = small_opts(arch);
+    o.model.precision = precision;
+    o.model.fp32_residual = fp32_residual;
+    return o;
+  };
   int checked = 0;
   struct Case {
     std::string what;
@@ -143,14 +154,14 @@ void check_arch(Arch arch) {
       {"determinism check + sqrt", [](TrainOptions& o) { o.recompute = "sqrt"; o.check_determinism = true; }},
   };
   for (const Case& c : cases) {
-    TrainOptions o = small_opts(arch);
+    TrainOptions o = small();
     c.set(o);
-    check(o, std::string(arch_name(arch)) + " " + c.what, &checked);
+    check(o, label + " " + c.what, &checked);
   }
 
   // Plans of the optimal planner: its frontier, and plans for budgets between the frontier's points,
   // with dropout and, for some, gradient accumulation.
-  TrainOptions base = small_opts(arch);
+  TrainOptions base = small();
   base.model.dropout = 0.1f;
   const auto model = planner::shape_only_model(base.model);  // no memory: the trainer is alone in the allocator
   const std::vector<std::string> names = {"none", "selective", gpt ? "gelu" : "swiglu"};
@@ -179,10 +190,10 @@ void check_arch(Arch arch) {
       o.batch = 4;
       o.micro_batch = 2;
     }
-    check(o, std::string(arch_name(arch)) + " " + plans[k].second + ": " + plan.summary(), &checked);
+    check(o, label + " " + plans[k].second + ": " + plan.summary(), &checked);
   }
   EXPECT_GT(mixed, 0) << "some plan should mix policies across blocks";
-  std::printf("%s: %d plans, prediction = measurement in every category\n", arch_name(arch), checked);
+  std::printf("%s: %d plans, prediction = measurement in every category\n", label.c_str(), checked);
   EXPECT_GE(checked, 14);
 }
 
@@ -190,6 +201,13 @@ void check_arch(Arch arch) {
 
 TEST(StepMemory, DryRunEqualsMeasuredStepGpt2) { check_arch(Arch::GPT2); }
 TEST(StepMemory, DryRunEqualsMeasuredStepLlama) { check_arch(Arch::Llama); }
+// In bf16 as in fp32 (issue #10): every case and plan above, per dtype too.
+TEST(StepMemory, DryRunEqualsMeasuredStepGpt2Bf16) { check_arch(Arch::GPT2, DType::BF16); }
+TEST(StepMemory, DryRunEqualsMeasuredStepLlamaBf16) { check_arch(Arch::Llama, DType::BF16); }
+TEST(StepMemory, DryRunEqualsMeasuredStepBf16Fp32Residual) {
+  check_arch(Arch::GPT2, DType::BF16, true);
+  check_arch(Arch::Llama, DType::BF16, true);
+}
 
 // run() carries the prediction beside the measurement of its last step, and the heap outside the
 // allocator after its first.
