@@ -297,18 +297,6 @@ std::vector<TimeConfig> parse_configs(const std::string& text, const ModelFlags&
   return out;
 }
 
-// An option's value for a command line: as is when plain, else in single quotes.
-std::string shell_quoted(const std::string& v) {
-  bool plain = !v.empty();
-  for (char ch : v)
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) || std::string("._:,+-/=").find(ch) != std::string::npos))
-      plain = false;
-  if (plain) return v;
-  std::string q = "'";
-  for (char ch : v) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
 // `remat bench` and every option given on the command line, with `extra` appended: the command that
 // reproduces this run.
 std::string command_of(const CLI::App& app, const std::string& extra) {

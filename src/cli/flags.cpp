@@ -240,17 +240,19 @@ void ModelFlags::apply_threads() const {
   omp_set_num_threads(int(threads));
 }
 
+std::string shell_quoted(const std::string& v) {
+  bool plain = !v.empty();
+  for (char ch : v)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || std::string("._:,+-/=").find(ch) != std::string::npos))
+      plain = false;
+  if (plain) return v;
+  std::string q = "'";
+  for (char ch : v) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
 std::string ModelFlags::command_line(int64_t seq) const {
-  auto quoted = [](const std::string& v) {
-    bool plain = !v.empty();
-    for (char ch : v)
-      if (!(std::isalnum(static_cast<unsigned char>(ch)) || std::string("._:,+-/=").find(ch) != std::string::npos))
-        plain = false;
-    if (plain) return v;
-    std::string q = "'";
-    for (char ch : v) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-    return q + "'";
-  };
+  const auto quoted = shell_quoted;
   std::string s = " --preset " + quoted(preset);
   for (const char* flag : {"--arch", "--layers", "--channels", "--heads", "--kv-heads", "--hidden", "--rope-theta",
                            "--vocab", "--block-size", "--dropout", "--attention", "--precision"}) {

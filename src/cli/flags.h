@@ -67,6 +67,9 @@ uint64_t parse_seed(const std::string& text, const std::string& flag);
 // Registers `flag` as a seed option that parses with parse_seed into `seed` (its value the default).
 CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);
 
+// An option's value for a pasted command line: as is when plain, else in single quotes.
+std::string shell_quoted(const std::string& v);
+
 // --precision's (or --save-dtype's) text: fp32 or bf16; fp16 is refused (not supported), as is anything else.
 DType parse_precision(const std::string& text, const std::string& flag = "--precision");
 
