@@ -309,18 +309,20 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
                   (t.allow_flash || t.cfg.attention == autograd::AttentionKind::Flash ? "" : ", or --attention auto"));
 }
 
-std::string attention_label(const StepPlan& p) {
-  if (p.block_attention.empty()) return autograd::attention_kind_name(p.cfg.attention);
+std::string attention_label(autograd::AttentionKind model_kind, const std::vector<autograd::AttentionKind>& blocks) {
+  if (blocks.empty()) return autograd::attention_kind_name(model_kind);
   std::string out = "per block:";
-  for (size_t i = 0; i < p.block_attention.size();) {  // runs: "per block: 0-3 naive, 4-11 flash"
+  for (size_t i = 0; i < blocks.size();) {  // runs: "per block: 0-3 naive, 4-11 flash"
     size_t j = i;
-    while (j + 1 < p.block_attention.size() && p.block_attention[j + 1] == p.block_attention[i]) ++j;
+    while (j + 1 < blocks.size() && blocks[j + 1] == blocks[i]) ++j;
     out += std::string(i == 0 ? " " : ", ") + std::to_string(i) + (j > i ? "-" + std::to_string(j) : "") + " " +
-           autograd::attention_kind_name(p.block_attention[i]);
+           autograd::attention_kind_name(blocks[i]);
     i = j + 1;
   }
   return out;
 }
+
+std::string attention_label(const StepPlan& p) { return attention_label(p.cfg.attention, p.block_attention); }
 
 std::string short_spelling(const StepPlan& p) {
   if (!p.block_attention.empty()) return "";  // no flag spells a kernel per block

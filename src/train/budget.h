@@ -123,6 +123,8 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
 void check_calibrated_target(const PlanTarget& t);
 
 // "naive", "flash", or "per block: 0-3 naive, 4-11 flash" for a plan that mixes kernels.
+// The same for a run: the model's kernel, or a plan's kernels per block when given.
+std::string attention_label(autograd::AttentionKind model_kind, const std::vector<autograd::AttentionKind>& blocks);
 std::string attention_label(const StepPlan& p);
 
 // A complete, valid plan: --recompute and --policy spellings for TrainOptions. Throws remat::Error

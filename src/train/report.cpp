@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "train/budget.h"
 #include "planner/optimal.h"
 #include "planner/planner.h"
 
@@ -209,14 +210,6 @@ nlohmann::json report_json(const ReportInput& in) {
 
 std::string report_headline(const ReportInput& in) { return headline(in, predict(in)); }
 
-// "naive", or a plan's kernels per block: "per block naive flash flash".
-std::string attention_text(const ReportInput& in) {
-  if (in.block_attention.empty()) return autograd::attention_kind_name(in.model->config().attention);
-  std::string t = "per block";
-  for (autograd::AttentionKind k : in.block_attention) t += std::string(" ") + autograd::attention_kind_name(k);
-  return t;
-}
-
 std::string memory_report(const ReportInput& in) {
   const Predicted pr = predict(in);
   const auto& mem = pr.mem;
@@ -234,7 +227,7 @@ std::string memory_report(const ReportInput& in) {
   add("== memory report: %s, micro-batch %lld x T %lld, %lld micro-step(s), strategy %s%s, policy %s, %s attention ==\n",
       cfg.describe().c_str(), (long long)in.micro_batch, (long long)in.T, (long long)in.accum,
       in.strategy.label().c_str(), in.strategy.recompute_last ? " (recompute-last)" : "", in.policy_label.c_str(),
-      attention_text(in).c_str());
+      attention_label(cfg.attention, in.block_attention).c_str());
   // The whole step: every accounted byte, measured beside the trainer's dry run of the same step.
   const std::optional<StepMemory>& ws = in.measure.whole_step;
   if (ws)

@@ -369,6 +369,11 @@ TEST(PlanCli, PerBlockAttentionKernels) {
   train.insert(train.end(), model.begin(), model.end());
   train.insert(train.end(), {"--plan", file});
   train.insert(train.end(), kOneStep.begin(), kOneStep.end());
+  // bench --time-model prices one kernel (a calibration covers one): a mixed plan is refused there.
+  std::vector<std::string> bench{"bench", "--time-model"};
+  bench.insert(bench.end(), model.begin(), model.end());
+  bench.insert(bench.end(), {"--plan", file});
+  EXPECT_USER_ERROR(run_remat(bench), "runs a different attention kernel per block", "--time-model prices one kernel");
   const RunResult t = ok(train);
   EXPECT_TRUE(has(t.out, "attention per block: 0 naive, 1 flash")) << t.out;
   EXPECT_TRUE(has(t.out, "whole step: predicted = measured, to the byte")) << t.out;

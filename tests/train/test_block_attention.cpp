@@ -145,6 +145,13 @@ TEST(BlockAttention, WrongLengthIsRefused) {
   so.block_attention.assign(3, AttentionKind::Flash);
   const std::string e = testing_util::error_of([&] { dry_run_step(cfg, 2, cfg.T, 1, so, 0); });
   EXPECT_NE(e.find("3 attention kernels for 5 blocks"), std::string::npos) << e;
+  // ... and by the trainer, before it builds anything.
+  TrainOptions o;
+  o.model = cfg;
+  o.random_tokens = 4096;
+  o.block_attention.assign(3, AttentionKind::Flash);
+  const std::string t = testing_util::error_of([&] { Trainer trainer(o); });
+  EXPECT_NE(t.find("the plan names 3 attention kernels for 5 blocks"), std::string::npos) << t;
 }
 
 class BlockAttentionFile : public testing_util::TempDirTest {};
