@@ -6,10 +6,12 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <type_traits>
 
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/gemm.h"
 
 namespace remat::kernels {
 
@@ -31,6 +33,9 @@ struct Entry {
   dnnl::matmul prim;
   size_t scratch_bytes = 0;
   std::string impl;
+  // oneDNN has no bf16 matmul on this CPU (one without AVX-512, where oneDNN 2.6 has none): the
+  // operands are widened exactly into fp32 scratch (scratch_bytes) and multiplied by sgemm.
+  bool widen = false;
 };
 
 dnnl::engine& engine() {
@@ -71,17 +76,51 @@ const Entry& lookup(const Key& k) {
     attr.set_post_ops(po);
   }
   const dnnl::matmul::desc md = k.has_bias ? dnnl::matmul::desc(d.a, d.b, d.bias, d.c) : dnnl::matmul::desc(d.a, d.b, d.c);
-  dnnl::matmul::primitive_desc pd(md, attr, engine());
   Entry e;
-  e.scratch_bytes = pd.scratchpad_desc().get_size();
-  e.impl = pd.impl_info_str();
-  e.prim = dnnl::matmul(pd);
+  try {
+    dnnl::matmul::primitive_desc pd(md, attr, engine());
+    e.scratch_bytes = pd.scratchpad_desc().get_size();
+    e.impl = pd.impl_info_str();
+    e.prim = dnnl::matmul(pd);
+  } catch (const dnnl::error&) {
+    e.widen = true;
+    e.scratch_bytes = sizeof(float) * size_t(k.M * k.K + k.K * k.N + (k.c_bf16 ? k.M * k.N : 0));
+    e.impl = "widen+sgemm";
+  }
   return cache().emplace(k, std::move(e)).first->second;
 }
 
 Key make_key(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, float beta,
              bool c_bf16, bool has_bias) {
   return Key{ta, tb, c_bf16, has_bias, omp_in_parallel() != 0, M, N, K, lda, ldb, ldc, beta, omp_get_max_threads()};
+}
+
+// The product on a CPU without a bf16 matmul: op(A) and op(B) widened exactly into `w` (as stored,
+// made contiguous), multiplied by sgemm in fp32; a bf16 C goes through fp32 scratch too, rounded once.
+template <class CT>
+void widened_product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda, const bf16* B,
+                     int64_t ldb, float beta, CT* C, int64_t ldc, const float* bias, float* w) {
+  const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+  float* a = w;
+  float* b = a + M * K;
+  for (int64_t i = 0; i < ar; ++i) to_float(a + i * ac, A + i * lda, ac);
+  for (int64_t i = 0; i < br; ++i) to_float(b + i * bc, B + i * ldb, bc);
+  float* c = nullptr;
+  int64_t ldw = ldc;
+  if constexpr (std::is_same_v<CT, bf16>) {
+    c = b + K * N;
+    ldw = N;
+    if (beta != 0.0f)
+      for (int64_t i = 0; i < M; ++i) to_float(c + i * N, C + i * ldc, N);
+  } else {
+    c = C;
+  }
+  sgemm(ta, tb, M, N, K, 1.0f, a, ac, b, bc, beta, c, ldw);
+  if (bias)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c[i * ldw + j] += bias[j];
+  if constexpr (std::is_same_v<CT, bf16>)
+    for (int64_t i = 0; i < M; ++i) to_bf16(C + i * ldc, c + i * N, N);
 }
 
 template <class CT>
@@ -122,6 +161,13 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bf16* A, int64
       a.account(e.scratch_bytes, Category::Workspace, kScratchName);
       a.unaccount(e.scratch_bytes, Category::Workspace, kScratchName);
     }
+    return;
+  }
+  if (e.widen) {
+    Allocator& alloc = Allocator::global();
+    float* w = static_cast<float*>(alloc.allocate(e.scratch_bytes, Category::Workspace, kScratchName));
+    widened_product(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, bias, w);
+    alloc.release(w, e.scratch_bytes, Category::Workspace, kScratchName);
     return;
   }
   const Descs d = descs(k);

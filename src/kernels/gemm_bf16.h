@@ -1,5 +1,8 @@
-// Row-major bf16 GEMM with fp32 accumulation through oneDNN's matmul primitive (on this CPU oneDNN
-// runs it on AMX or AVX512_BF16; `ONEDNN_VERBOSE=1` prints which). The bf16 twin of gemm.h's sgemm.
+// Row-major bf16 GEMM with fp32 accumulation through oneDNN's matmul primitive (oneDNN runs it on AMX
+// or AVX512_BF16 where the CPU has them; `ONEDNN_VERBOSE=1` prints which). On a CPU without AVX-512
+// (AVX2: oneDNN 2.6 has no bf16 matmul there) the operands are widened exactly to fp32 in scratch
+// ("gemm_bf16.scratchpad" too, counted in dry runs alike) and multiplied by sgemm: another path,
+// with its own bits, as deterministic. The bf16 twin of gemm.h's sgemm.
 //
 // C(MxN) = op(A) * op(B) [+ bias] + beta * C, A and B bf16, products summed in fp32; C fp32, or bf16
 // (rounded once, after the bias and the beta term, which is read from the bf16 C and added in fp32).
@@ -28,8 +31,8 @@ void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const 
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda, const bf16* B,
                int64_t ldb, float beta, bf16* C, int64_t ldc, const float* bias = nullptr);
 
-// What oneDNN runs for this product, e.g. "brg:avx512_core_amx" (its implementation name); for
-// `remat bench` to say which path ran.
+// What oneDNN runs for this product, e.g. "brg:avx512_core_amx" (its implementation name), or
+// "widen+sgemm" without a bf16 matmul; for `remat bench` to say which path ran.
 const char* gemm_bf16_impl(bool transA, bool transB, int64_t M, int64_t N, int64_t K, bool bf16_out);
 
 // Primitives cached so far (tests).
