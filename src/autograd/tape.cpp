@@ -109,10 +109,10 @@ Recorder& recorder() {
 }
 
 namespace {
-void verify_same(const Node& n, const char* slot, const Tensor& t, const Tensor& orig) {
+// `what_t` names t in the message: "recomputed tensor 'x' (op ..., slot ...)".
+void verify_same(const std::string& what_t, const Tensor& t, const Tensor& orig) {
   auto fail = [&](const std::string& what) {
-    throw Error("determinism",
-                "recomputed tensor '" + t.name() + "' (op " + n.name + " [" + n.op() + "], slot " + slot + ") " + what,
+    throw Error("determinism", what_t + " " + what,
                 "a recompute must replay the original forward exactly; dropout draws from Philox at (seed, offset), "
                 "so check that the op's seed and offset do not depend on call order");
   };
@@ -166,7 +166,9 @@ Tensor Saved::get() const {
   r.verify = nullptr;
   if (r.counters) r.counters->recompute_flops += recipe_->flops;
   RecordScope scope(r);
-  return recipe_->fn(recipe_->inputs);
+  Tensor t = recipe_->fn(recipe_->inputs);
+  if (recipe_->original.defined()) verify_same("rebuilt tensor '" + recipe_->name + "' (selective recomputation)", t, recipe_->original);
+  return t;
 }
 
 Saved save(Node& n, const char* slot, const Tensor& t) {
@@ -175,7 +177,8 @@ Saved save(Node& n, const char* slot, const Tensor& t) {
   if (r.verify) {
     if (r.verify_pos >= r.verify->size())
       throw Error("determinism", "recompute of " + n.name + " saved more tensors than the original forward");
-    verify_same(n, slot, t, (*r.verify)[r.verify_pos++]);
+    verify_same("recomputed tensor '" + t.name() + "' (op " + n.name + " [" + n.op() + "], slot " + slot + ")", t,
+                (*r.verify)[r.verify_pos++]);
   }
   Saved s;
   s.ref = Ref::of(t);
@@ -193,6 +196,7 @@ Saved save(Node& n, const char* slot, const Tensor& t) {
       rc->inputs = it->second.inputs;
       rc->fn = it->second.fn;
       rc->flops = it->second.flops;
+      if (r.check_determinism) rc->original = t.clone(Category::Debug, t.name());
       for (const Tensor& u : rc->inputs)
         if (u.category() != Category::Parameter) keep(n, "recipe", u, r.save_category);
       Dropped d{slot, t.name(), t.shape(), t.bytes(), {}, rc->flops};

@@ -88,6 +88,9 @@ struct Recipe {
   Tensors inputs;                                     // kept tensors it reads
   std::function<Tensor(const Tensors&)> fn;           // replays the producing kernel
   double flops = 0;
+  // --determinism-check: the dropped tensor as the forward made it (Category::Debug), which every
+  // rebuild must equal bit for bit (no rebuild draws dropout masks: they are deterministic kernels).
+  Tensor original;
 };
 
 // A tensor the policy dropped: the node rebuilds it in its backward from `from` (all kept).
