@@ -1,5 +1,9 @@
 #include "checkpoint/schedule.h"
 
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -324,4 +328,29 @@ std::string describe(const Action& a) {
   return "?";
 }
 
+std::optional<StrategySpec> named_strategy(const Schedule& s, int L) {
+  std::vector<std::string> names{"none", "all", "block"};
+  for (int K = 1; K < L; ++K) names.push_back("uniform:" + std::to_string(K));
+  for (const std::string& n : names)
+    for (int last = 0; last < 2; ++last)
+      for (int internals = 0; internals < 2; ++internals) {
+        const StrategySpec spec = parse_strategy(n, L, last, internals);
+        if (make_schedule(spec, L) == s) return spec;
+      }
+  return std::nullopt;
+}
+
 }  // namespace remat
+
+nlohmann::json remat::record::Codec<remat::Action>::encode(const remat::Action& a) { return encode_schedule({a}); }
+
+remat::Action remat::record::Codec<remat::Action>::decode(const nlohmann::json& j) {
+  if (!j.is_string()) throw std::invalid_argument("must be an action such as \"f0c\", got " + j.dump());
+  try {
+    const Schedule s = decode_schedule(j.get<std::string>());
+    if (s.size() != 1) throw std::invalid_argument("must be one action, got " + j.dump());
+    return s[0];
+  } catch (const Error& e) {
+    throw std::invalid_argument(e.what());
+  }
+}

@@ -3,8 +3,12 @@
 // planner prices it (memory by simulation, FLOPs by counting). `none`, `all`, `block`, `sqrt`,
 // `uniform:K` and `segments:a,b,c` are different lists, not different code paths.
 #pragma once
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "core/record_fwd.h"
 
 namespace remat {
 
@@ -19,9 +23,18 @@ struct Action {
   int block = 0;
   Keep keep = Keep::Nothing;  // Forward only
   bool recompute = false;     // Forward only: part of the backward phase
+  bool operator==(const Action&) const = default;
 };
 
 using Schedule = std::vector<Action>;
+}  // namespace remat
+// In files, an action is its encode_schedule token ("f0c"); a schedule is an array of them.
+template <>
+struct remat::record::Codec<remat::Action> {
+  static nlohmann::json encode(const remat::Action& a);
+  static remat::Action decode(const nlohmann::json& j);  // throws std::invalid_argument
+};
+namespace remat {
 
 struct StrategySpec {
   std::string name;           // "none", "all", "block", "sqrt", "uniform", "segments", "actions"
@@ -43,6 +56,10 @@ struct StrategySpec {
 // chain of L blocks. Throws remat::Error with a hint on anything malformed, and on an action list
 // that is not a valid schedule for L (validate_schedule).
 StrategySpec parse_strategy(const std::string& text, int L, bool recompute_last, bool replay_internals = false);
+
+// The textbook strategy (none, all, block or uniform:K, with its --recompute-last and --segment-replay)
+// whose schedule is `s`, if any.
+std::optional<StrategySpec> named_strategy(const Schedule& s, int L);
 
 // Near-equal partition of L into K segments (longer ones first).
 std::vector<int> uniform_segments(int L, int K);

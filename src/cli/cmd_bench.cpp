@@ -633,7 +633,7 @@ void add_bench(CLI::App& root) {
       plan = read_plan_file(f.plan);
       const ModelConfig asked = f.model.config();
       check_plan_target(*plan, asked, f.model.given("--attention"), f.batch, f.micro_batch ? f.micro_batch : f.batch,
-                        f.model.seq(asked), f.plan);
+                        f.model.seq(asked), omp_get_max_threads(), f.plan);
       if (given("--time-model") && !plan->block_attention.empty())
         throw Error("bench", "'" + f.plan + "' runs a different attention kernel per block (" + attention_label(*plan) +
                                  "), and --time-model prices one kernel (a calibration covers one)",

@@ -398,6 +398,8 @@ void add_plan(CLI::App& root) {
       // carries any plan; a named strategy is spelled as such; else train plans the same again.
       std::string how = f.out.empty() ? short_spelling(*chosen) : "--plan " + f.out;
       std::string model_flags = f.model.command_line(T);
+      // A plan timed by a calibration holds for the calibration's thread count (the plan file says so).
+      if (chosen->threads > 0) model_flags += " --threads " + std::to_string(chosen->threads);
       if (how.empty()) {  // no short spelling (a kernel per block has none): train plans the same again
         how = "--budget " + std::to_string(*budget) + (cal ? " --calibration " + f.calibration : "");
         if (target.allow_flash) model_flags += " --attention auto";

@@ -1,5 +1,6 @@
 // remat trace: the event order of one training step (spec self-test (c)), with live activation bytes;
 // with --svg, the same step as a picture of live bytes per category (train/svg.h).
+#include <omp.h>
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -82,7 +83,7 @@ void add_trace(CLI::App& root) {
         if (app->get_option(flag)->count() > 0)
           throw Error("cli", std::string(flag) + " cannot be combined with --plan", "the plan file gives the schedule");
       plan = read_plan_file(f.plan);
-      check_plan_target(*plan, cfg, f.model.given("--attention"), f.batch, micro, T, f.plan);
+      check_plan_target(*plan, cfg, f.model.given("--attention"), f.batch, micro, T, omp_get_max_threads(), f.plan);
       cfg = plan->cfg;  // its attention kernel
     }
     StrategySpec spec = parse_strategy(plan ? "none" : f.recompute, int(cfg.L), f.recompute_last,

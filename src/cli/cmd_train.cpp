@@ -1,4 +1,5 @@
 // remat train: trains a GPT on the built-in corpus (or --data) and prints the memory/compute report.
+#include <omp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -100,9 +101,12 @@ void check_outputs(const TrainOptions& o, const std::string& report_json) {
   }
 }
 
-// --resume: the run's options come from the checkpoint. A flag given on the command line must agree
-// with it (--steps may be raised; strategy and policy flags may change, as they change memory and
-// time but not one bit of the results); the others are taken from the checkpoint.
+// --resume: the run comes from the checkpoint. A flag given on the command line must agree with it,
+// or the resume is refused in one line naming every flag that differs; the exceptions are the
+// strategy and policy flags (they change memory and time, not one bit of the results), --steps
+// (raised, as long as the learning-rate schedule stays what it was: --lr-decay-steps says how) and
+// the checkpointing flags. A field a version 1 checkpoint did not record (its precision) is the
+// command line's.
 void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   if (!o.init_from.empty())
     throw Error("train", "--resume and --init-from cannot be combined",
@@ -110,16 +114,22 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   const std::string dir = find_checkpoint(o.resume);
   const RunState st = read_run_state(dir);
   TrainOptions ck = o;
-  options_from_json(st.options, ck, dir + "/state.json");
+  static_cast<RunConfig&>(ck) = st.options;
   auto given = [&](const char* name) {
     const CLI::Option* op = app.get_option_no_throw(name);
     return op && op->count() > 0;
   };
   const ModelConfig asked = mf.config();
+  for (const std::string& f : st.unrecorded) {
+    if (f == "model.precision") ck.model.precision = asked.precision;
+    if (f == "model.fp32_residual") ck.model.fp32_residual = asked.fp32_residual;
+    std::printf("note: the checkpoint '%s' (version %d) does not record %s; this run's is used\n", dir.c_str(),
+                st.version, f.c_str());
+  }
   const ModelConfig& have = ck.model;
-  auto refuse = [&](const std::string& flag, const std::string& value, const std::string& saved) {
-    throw Error("train", flag + " " + value + " contradicts the checkpoint '" + dir + "', which has " + saved,
-                "drop " + flag + " to resume with the checkpoint's value, or start a new run without --resume");
+  std::string diff;
+  auto differs = [&](const std::string& flag, const std::string& value, const std::string& saved) {
+    diff += (diff.empty() ? "" : ", ") + flag + " " + value + " (the checkpoint has " + saved + ")";
   };
   auto num = [](auto v) {
     std::ostringstream s;
@@ -127,7 +137,7 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
     return s.str();
   };
   auto check = [&](const char* flag, auto a, auto b) {
-    if (given(flag) && a != b) refuse(flag, num(a), num(b));
+    if (given(flag) && a != b) differs(flag, num(a), num(b));
   };
   if (given("--preset")) {  // the preset's own architecture; explicit flags are checked one by one below
     const ModelConfig p = preset(mf.preset);
@@ -135,7 +145,7 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
     if (!same_or_flag("--arch", p.arch == have.arch) || !same_or_flag("--layers", p.L == have.L) ||
         !same_or_flag("--channels", p.C == have.C) || !same_or_flag("--heads", p.NH == have.NH) ||
         !same_or_flag("--kv-heads", p.kv_heads() == have.kv_heads()) || !same_or_flag("--vocab", p.V == have.V))
-      refuse("--preset", mf.preset, have.describe());
+      differs("--preset", mf.preset, have.describe());
   }
   check("--arch", std::string(arch_name(asked.arch)), std::string(arch_name(have.arch)));
   check("--layers", asked.L, have.L);
@@ -150,6 +160,9 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   check("--dropout", asked.dropout, have.dropout);
   check("--attention", std::string(autograd::attention_kind_name(asked.attention)),
         std::string(autograd::attention_kind_name(have.attention)));
+  if (given("--precision") && asked.precision != have.precision)  // as the flag spells it: fp32 | bf16
+    differs("--precision", mf.precision, have.precision == DType::BF16 ? "bf16" : "fp32");
+  check("--fp32-residual", asked.fp32_residual, have.fp32_residual);
   check("--batch", o.batch, ck.batch);
   check("--micro-batch", o.micro_batch, ck.micro_batch);
   check("--lr", o.lr, ck.lr);
@@ -158,18 +171,22 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   check("--clip", o.clip, ck.clip);
   check("--seed", o.seed, ck.seed);
   check("--data-format", o.data_format, ck.data_format);
-  check("--val-fraction", o.val_fraction, ck.val_fraction);  // agree trivially unless the checkpoint records them
+  check("--val-fraction", o.val_fraction, ck.val_fraction);
   if (given("--val-data") && o.val_data != ck.val_data) {
     std::error_code ec;
     if (ck.val_data.empty() || !fs::exists(o.val_data, ec) || !fs::equivalent(o.val_data, ck.val_data, ec))
-      refuse("--val-data", "'" + o.val_data + "'", ck.val_data.empty() ? "no --val-data" : "'" + ck.val_data + "'");
+      differs("--val-data", "'" + o.val_data + "'", ck.val_data.empty() ? "no --val-data" : "'" + ck.val_data + "'");
   }
   if (given("--data")) {
     std::error_code ec;
     const bool same = !ck.data.empty() && fs::exists(o.data, ec) && fs::exists(ck.data, ec) && fs::equivalent(o.data, ck.data, ec);
-    if (!same) refuse("--data", "'" + o.data + "'", ck.data.empty() ? "the built-in corpus" : "'" + ck.data + "'");
+    if (!same) differs("--data", "'" + o.data + "'", ck.data.empty() ? "the built-in corpus" : "'" + ck.data + "'");
   }
-  // Strategy and policy: the command line's when any is given (they are exact), else the checkpoint's.
+  if (!diff.empty())
+    throw Error("train", "the command line contradicts the checkpoint '" + dir + "': " + diff,
+                "drop those flags to resume with the checkpoint's values, or start a new run without --resume");
+  // Strategy and policy: the command line's when any is given (they are exact), else the checkpoint's,
+  // a plan's schedule and policies per block included. A plan's kernels per block stay: they are bits.
   if (given("--recompute") || given("--policy") || given("--save-only") || given("--save-all-but") ||
       given("--recompute-last") || given("--segment-replay")) {
     ck.recompute = o.recompute;
@@ -178,14 +195,33 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
     ck.save_all_but = o.save_all_but;
     ck.recompute_last = o.recompute_last;
     ck.replay_internals = o.replay_internals;
+    ck.schedule.reset();
+    ck.block_policy.clear();
   }
-  // --steps may be raised (the cosine schedule then stretches over the new length from here on).
+  // --steps may be raised; the learning-rate schedule stays the checkpoint's unless --lr-decay-steps
+  // says otherwise.
+  if (given("--lr-decay-steps")) ck.lr_decay_steps = o.lr_decay_steps;
   if (given("--steps")) {
     if (o.steps <= st.step)
       throw Error("train", "--steps " + std::to_string(o.steps) +
                                (o.steps < st.step ? " is below the checkpoint's step " : " is the checkpoint's step ") +
                                std::to_string(st.step) + " ('" + dir + "'): nothing to train",
                   "give --steps " + std::to_string(st.step + 1) + " or more to continue");
+    RunConfig longer = ck;
+    longer.steps = o.steps;
+    int64_t at = st.step;  // the first step still to run whose rate the new length would change
+    while (at < o.steps && longer.lr_at(at) == ck.lr_at(at)) ++at;
+    if (!given("--lr-decay-steps") && at < o.steps) {
+      char jump[160];
+      std::snprintf(jump, sizeof jump, "the learning rate of step %lld would be %.4g instead of %.4g", (long long)at + 1,
+                    longer.lr_at(at), ck.lr_at(at));
+      throw Error("train",
+                  "--steps " + std::to_string(o.steps) + " changes the learning-rate schedule of the checkpoint's run, "
+                      "whose cosine decay spans its " + std::to_string(ck.steps) + " steps: " + jump,
+                  "add --lr-decay-steps " + std::to_string(ck.decay_steps()) +
+                      " to keep the schedule (the added steps train at the final rate), or --lr-decay-steps " +
+                      std::to_string(o.steps) + " to stretch the decay over the new length from here on");
+    }
     ck.steps = o.steps;
   } else if (ck.steps <= st.step) {
     throw Error("train", "the checkpoint '" + dir + "' is at step " + std::to_string(st.step) + " of " +
@@ -247,7 +283,7 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
                 format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str(), time);
   } else {
     plan = read_plan_file(plan_file);
-    check_plan_target(plan, o.model, mf.given("--attention"), o.batch, micro, o.seq, plan_file);
+    check_plan_target(plan, o.model, mf.given("--attention"), o.batch, micro, o.seq, omp_get_max_threads(), plan_file);
     plan.step = dry_run_plan(plan, data_bytes_for(o));
     std::printf("plan %s: %s, attention %s; predicted whole step %s (activations alone %s)\n", plan_file.c_str(),
                 plan.summary.c_str(), attention_label(plan).c_str(),
@@ -290,6 +326,9 @@ void add_train(CLI::App& root) {
                                                      "(default: b = B)");
   app->add_option("--lr", f.o.lr, "Peak learning rate (warmup, then cosine to lr/10)")->capture_default_str();
   app->add_option("--warmup", f.o.warmup, "Warmup steps")->capture_default_str();
+  app->add_option("--lr-decay-steps", f.o.lr_decay_steps, "Steps the cosine decay spans, then the rate stays at "
+                                                          "lr/10 (0: --steps); on --resume, what a new --steps does "
+                                                          "to the schedule")->capture_default_str();
   app->add_option("--weight-decay", f.o.weight_decay, "AdamW weight decay (2-D weights only)")->capture_default_str();
   app->add_option("--clip", f.o.clip, "Clip the global gradient norm to this (0: off)")->capture_default_str();
   add_seed_option(*app, f.o.seed, "Seed for init, batches and dropout (0 to 2^63-1)");
@@ -401,7 +440,7 @@ void add_train(CLI::App& root) {
     Trainer t(f.o);
     std::printf("remat train: %s, %lld params, dropout %.2f, attention %s\n", f.o.model.describe().c_str(),
                 (long long)t.model().num_params(), f.o.model.dropout,
-                autograd::attention_kind_name(f.o.model.attention));
+                attention_label(f.o.model.attention, f.o.block_attention).c_str());
     std::printf("data: %s\n", t.data_description().c_str());
     std::printf("strategy %s, policy %s, batch %lld = %lld micro-batch(es) of %lld, seq %lld, %lld steps\n",
                 t.strategy().label().c_str(), t.policy().label().c_str(), (long long)f.o.batch,

@@ -50,14 +50,7 @@ Allocator& Allocator::global() {
   return a;
 }
 
-const char* dtype_name(DType d) {
-  switch (d) {
-    case DType::F32: return "f32";
-    case DType::BF16: return "bf16";
-    case DType::kCount: break;
-  }
-  return "?";
-}
+const char* dtype_name(DType d) { return record::enum_name(d); }
 
 void Allocator::bump_peaks_locked() {
   for (int i = 0; i < kNumCategories; ++i) {

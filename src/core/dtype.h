@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include "core/record_fwd.h"
 
 namespace remat {
 
@@ -15,6 +18,12 @@ constexpr int kNumDTypes = int(DType::kCount);
 constexpr size_t dtype_size(DType d) { return d == DType::BF16 ? 2 : 4; }
 // "f32", "bf16": the names the report, the trace and the plan file use.
 const char* dtype_name(DType d);
+}  // namespace remat
+template <>
+struct remat::record::EnumNames<remat::DType> {
+  static constexpr std::pair<remat::DType, const char*> values[] = {{remat::DType::F32, "f32"}, {remat::DType::BF16, "bf16"}};
+};
+namespace remat {
 
 // bfloat16 storage: the top 16 bits of an IEEE float (1 sign, 8 exponent, 7 mantissa bits).
 struct bf16 {

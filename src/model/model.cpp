@@ -11,7 +11,7 @@
 
 namespace remat {
 
-const char* arch_name(Arch a) { return a == Arch::Llama ? "llama" : "gpt2"; }
+const char* arch_name(Arch a) { return record::enum_name(a); }
 
 Arch parse_arch(const std::string& name) {
   if (name == "gpt2" || name == "gpt-2" || name == "gpt") return Arch::GPT2;

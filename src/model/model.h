@@ -15,11 +15,25 @@
 
 #include "autograd/ops.h"
 #include "checkpoint/policy.h"
+#include "core/record_fwd.h"
 #include "core/tensor.h"
 
 namespace remat {
 
 enum class Arch { GPT2, Llama };
+}  // namespace remat
+// Names in files (record.h).
+template <>
+struct remat::record::EnumNames<remat::Arch> {
+  static constexpr std::pair<remat::Arch, const char*> values[] = {{remat::Arch::GPT2, "gpt2"}, {remat::Arch::Llama, "llama"}};
+};
+template <>
+struct remat::record::EnumNames<remat::autograd::AttentionKind> {
+  static constexpr std::pair<remat::autograd::AttentionKind, const char*> values[] = {
+      {remat::autograd::AttentionKind::Naive, "naive"}, {remat::autograd::AttentionKind::Flash, "flash"}};
+};
+namespace remat {
+
 const char* arch_name(Arch a);  // "gpt2" | "llama"
 inline std::ostream& operator<<(std::ostream& os, Arch a) { return os << arch_name(a); }
 // Throws remat::Error naming the architectures remat knows.
@@ -45,6 +59,17 @@ struct ModelConfig {
   bool fp32_residual = false;
   // The residual stream's dtype: what embed() returns and each block takes and returns.
   DType residual_dtype() const { return fp32_residual ? DType::F32 : precision; }
+
+  // Every field, as every file names it (record.h: the one codec of a model config, in checkpoints,
+  // plan files and calibrations).
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("arch", s.arch), v("layers", s.L), v("channels", s.C), v("heads", s.NH), v("kv_heads", s.KVH);
+    v("block_size", s.T), v("vocab", s.V), v("hidden", s.hidden), v("rope_theta", s.rope_theta);
+    v("norm_eps", s.norm_eps), v("dropout", s.dropout), v("attention", s.attention), v("precision", s.precision);
+    v("fp32_residual", s.fp32_residual);
+  }
+  bool operator==(const ModelConfig&) const = default;
 
   int64_t kv_heads() const { return KVH > 0 ? KVH : NH; }
   int64_t head_size() const { return C / NH; }

@@ -25,7 +25,7 @@
 namespace remat::planner {
 
 struct Calibration {
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;  // of its file; 1 did not record the precision
 
   // What it was measured for: a calibration prices only this model, micro-batch, sequence length and
   // thread count (check_calibration).
@@ -51,8 +51,25 @@ struct Calibration {
     double recompute_store = 0;    // a replay keeping the internals
     double backward_stored = 0;    // backward of internals kept since the first pass (rebuilds included)
     double backward_replayed = 0;  // backward of internals recorded by a replay
+    template <class S, class V>
+    static void fields(S& s, V&& v) {
+      v("name", s.name), v("forward_store", s.forward_store), v("recompute_store", s.recompute_store);
+      v("backward_stored", s.backward_stored), v("backward_replayed", s.backward_replayed);
+    }
+    bool operator==(const PolicyCosts&) const = default;
   };
   std::vector<PolicyCosts> policies;
+
+  // Every field, as the file names it (record.h: its one codec).
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("model", s.cfg), v("batch", s.B), v("seq", s.T), v("threads", s.threads), v("repeats", s.repeats);
+    v("clock", s.clock), v("embed_forward", s.embed_forward), v("head_forward", s.head_forward);
+    v("head_backward", s.head_backward), v("embed_backward", s.embed_backward), v("rest", s.rest);
+    v("forward_pass", s.forward_pass), v("recompute_pass", s.recompute_pass), v("free_checkpoint", s.free_checkpoint);
+    v("policies", s.policies);
+  }
+  bool operator==(const Calibration&) const = default;
 
   // The index of a calibrated policy; throws remat::Error naming the calibrated ones.
   int policy_index(const std::string& name) const;
@@ -60,16 +77,16 @@ struct Calibration {
   double fixed() const { return embed_forward + head_forward + head_backward + embed_backward + rest; }
 };
 
-// The file: JSON with a format tag and version, the model config, B, T, threads and the terms.
+// The file: JSON with a format tag and version, then every field (Calibration::fields).
 std::string calibration_json(const Calibration& c);
 // Parses calibration_json's text; `source` names it in errors. Throws remat::Error("calibration")
 // for anything that is not such a file of this version, or holds a negative or non-finite time.
 Calibration parse_calibration(const std::string& text, const std::string& source);
 void save_calibration(const Calibration& c, const std::string& path);  // atomically
 Calibration load_calibration(const std::string& path);
-// Throws remat::Error("calibration") naming the first difference between what `c` was measured for
-// and this run (a config field, B, T, the thread count or the clock), with the command that measures
-// it anew.
+// Throws remat::Error("calibration") naming, in one line, every difference between what `c` was
+// measured for and this run (a config field, its precision included, B, T, the thread count or the
+// clock), with the command that measures it anew.
 void check_calibration(const Calibration& c, const ModelConfig& cfg, int64_t B, int64_t T, int threads,
                        const std::string& clock, const std::string& source);
 

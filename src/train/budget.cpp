@@ -9,6 +9,7 @@
 #include "core/allocator.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/record.h"
 #include "data/dataset.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
@@ -97,6 +98,7 @@ StepPlan unpriced_plan(const Candidates& c, const planner::ChainPlan& plan, cons
   sp.batch = t.batch;
   sp.micro = t.micro;
   sp.T = t.T;
+  sp.threads = c.calibration ? c.calibration->threads : 0;
   sp.schedule = plan.schedule;
   for (int p : plan.block_policy) {
     sp.block_policy.push_back(c.presets.at(size_t(p)));
@@ -153,25 +155,6 @@ namespace {
 std::string describe_target(const PlanTarget& t) {
   return t.cfg.describe() + " at batch " + std::to_string(t.batch) + " (micro-batch " + std::to_string(t.micro) +
          "), seq " + std::to_string(t.T);
-}
-
-// The named strategy (and its flags) whose schedule is `s`, if any.
-std::optional<StrategySpec> named_strategy(const Schedule& s, int L) {
-  std::vector<std::string> names{"none", "all", "block"};
-  for (int K = 1; K < L; ++K) names.push_back("uniform:" + std::to_string(K));
-  for (const std::string& n : names)
-    for (int last = 0; last < 2; ++last)
-      for (int internals = 0; internals < 2; ++internals) {
-        const StrategySpec spec = parse_strategy(n, L, last, internals);
-        const Schedule m = make_schedule(spec, L);
-        if (m.size() != s.size()) continue;
-        bool same = true;
-        for (size_t k = 0; k < m.size() && same; ++k)
-          same = m[k].kind == s[k].kind && m[k].block == s[k].block && m[k].keep == s[k].keep &&
-                 m[k].recompute == s[k].recompute;
-        if (same) return spec;
-      }
-  return std::nullopt;
 }
 
 std::optional<std::string> uniform_policy(const StepPlan& p) {
@@ -338,65 +321,34 @@ std::string short_spelling(const StepPlan& p) {
   return out;
 }
 
-void apply_plan(const StepPlan& p, TrainOptions& o) {
+void apply_plan(const StepPlan& p, RunConfig& o) {
   o.model = p.cfg;
-  o.block_attention = p.block_attention;  // empty unless the kernel differs between blocks
   o.batch = p.batch;
   o.micro_batch = p.micro;
   o.seq = p.T;
+  o.schedule = p.schedule;
+  o.block_policy = p.block_policy;
+  o.block_attention = p.block_attention;  // empty unless the kernel differs between blocks
+  // The spelling only labels the run: the typed plan above is what runs.
   o.policy = "none";
   o.save_only.clear();
   o.save_all_but.clear();
-  const int L = int(p.cfg.L);
-  if (const std::optional<StrategySpec> s = named_strategy(p.schedule, L)) {
-    o.recompute = s->base_label();
-    o.recompute_last = s->recompute_last;
-    o.replay_internals = s->replay_internals;
-  } else {
-    StrategySpec spec;
-    spec.name = "actions";
-    spec.actions = p.schedule;
-    o.recompute = spec.base_label();
-    o.recompute_last = false;
-    o.replay_internals = false;
-  }
-  if (const std::optional<std::string> pol = uniform_policy(p)) {
-    o.policy = *pol;
-    return;
-  }
-  const auto model = planner::shape_only_model(p.cfg);
-  for (int i = 0; i < L; ++i) {
-    if (p.block_policy[size_t(i)] == "none") continue;
-    for (const PolicyPreset& preset : model->policy_presets())
-      if (preset.name == p.block_policy[size_t(i)])
-        for (const std::string& d : preset.drop)
-          o.save_all_but += (o.save_all_but.empty() ? "" : ",") + model->layer_prefix(i) + d;
-  }
+  const std::optional<StrategySpec> s = named_strategy(p.schedule, int(p.cfg.L));
+  o.recompute = s ? s->base_label() : "plan";
+  o.recompute_last = s && s->recompute_last;
+  o.replay_internals = s && s->replay_internals;
 }
 
 nlohmann::json plan_to_json(const StepPlan& p) {
-  nlohmann::json actions = nlohmann::json::array();
-  for (const Action& a : p.schedule) actions.push_back(encode_schedule({a}));
-  nlohmann::json j = {{"format", "remat-plan"},
-          {"version", kPlanVersion},
-          {"model", model_config_to_json(p.cfg)},
-          {"batch", p.batch},
-          {"micro_batch", p.micro},
-          {"seq", p.T},
-          {"block_policy", p.block_policy},
-          {"schedule", actions},
-          {"summary", p.summary},
-          {"predicted",
-           {{"peak_total_bytes", p.step.peak_total},
-            {"peak_activation_bytes", p.activation_peak},
-            {"persistent_bytes", p.step.persistent},
-            {"overhead", p.compute.overhead()}}}};
+  nlohmann::json j = record::to_json(static_cast<const PlanSpec&>(p));
+  j["format"] = "remat-plan";
+  j["version"] = kPlanVersion;
+  j["summary"] = p.summary;
+  j["predicted"] = {{"peak_total_bytes", p.step.peak_total},
+                    {"peak_activation_bytes", p.activation_peak},
+                    {"persistent_bytes", p.step.persistent},
+                    {"overhead", p.compute.overhead()}};
   if (p.seconds) j["predicted"]["step_seconds"] = *p.seconds;  // by the calibration it was planned with
-  if (!p.block_attention.empty()) {
-    nlohmann::json k = nlohmann::json::array();
-    for (autograd::AttentionKind a : p.block_attention) k.push_back(autograd::attention_kind_name(a));
-    j["block_attention"] = k;
-  }
   return j;
 }
 
@@ -407,84 +359,20 @@ namespace {
 }
 }  // namespace
 
-StepPlan plan_from_json(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) bad_plan(where, "not a JSON object");
-  if (!j.contains("format") || j["format"] != "remat-plan") bad_plan(where, "not a remat plan (no \"format\": \"remat-plan\")");
-  if (!j.contains("version") || !j["version"].is_number_integer()) bad_plan(where, "\"version\" is missing or not an integer");
-  // Version 1: one kernel (the model's) on every block; version 2 may add "block_attention".
-  if (j["version"] != 1 && j["version"] != kPlanVersion)
-    bad_plan(where, "unknown version " + j["version"].dump() + " (this remat reads versions 1 to " + std::to_string(kPlanVersion) + ")");
-  auto need = [&](const char* key, bool ok, const char* type) {
-    if (!j.contains(key)) bad_plan(where, std::string("field \"") + key + "\" is missing");
-    if (!ok) bad_plan(where, std::string("field \"") + key + "\" must be " + type + ", got " + printable(j[key].dump(), 40));
-  };
-  need("model", j.contains("model") && j["model"].is_object(), "an object");
-  // The model's fields, typed as model_config_to_json writes them.
-  const nlohmann::json proto = model_config_to_json(ModelConfig{});
-  const nlohmann::json& m = j["model"];
-  for (const auto& [key, v] : proto.items()) {
-    if (!m.contains(key)) bad_plan(where, "model field \"" + key + "\" is missing");
-    const nlohmann::json& x = m[key];
-    const bool ok = v.is_string() ? x.is_string() : v.is_number_integer() ? x.is_number_integer() : x.is_number();
-    if (!ok) bad_plan(where, "model field \"" + key + "\" must be " + (v.is_string() ? "a string" : v.is_number_integer() ? "an integer" : "a number") + ", got " + printable(x.dump(), 40));
-  }
+StepPlan plan_from_json(const nlohmann::json& file, const std::string& where) {
+  if (!file.is_object()) bad_plan(where, "not a JSON object");
+  if (!file.contains("format") || file["format"] != "remat-plan")
+    bad_plan(where, "not a remat plan (no \"format\": \"remat-plan\")");
+  if (!file.contains("version") || !file["version"].is_number_integer())
+    bad_plan(where, "\"version\" is missing or not an integer");
+  if (file["version"] == 1 || file["version"] == 2)
+    bad_plan(where, "version " + file["version"].dump() + " does not record the precision (a bf16 plan would train in "
+                    "fp32); this remat reads version " + std::to_string(kPlanVersion));
+  if (file["version"] != kPlanVersion)
+    bad_plan(where, "unknown version " + printable(file["version"].dump(), 20) + " (this remat reads version " +
+                        std::to_string(kPlanVersion) + ")");
+  nlohmann::json j = file;
   StepPlan p;
-  try {
-    p.cfg = model_config_from_json(m, where);
-    p.cfg.validate();
-  } catch (const Error& e) {
-    bad_plan(where, std::string("its model is invalid: ") + e.what());
-  }
-  auto positive = [&](const char* key) {
-    need(key, j.contains(key) && j[key].is_number_integer() && j[key].get<int64_t>() > 0, "a positive integer");
-    return j[key].get<int64_t>();
-  };
-  p.batch = positive("batch");
-  p.micro = positive("micro_batch");
-  p.T = positive("seq");
-  if (p.batch % p.micro != 0)
-    bad_plan(where, "micro_batch " + std::to_string(p.micro) + " does not divide batch " + std::to_string(p.batch));
-  if (p.T > p.cfg.T) bad_plan(where, "seq " + std::to_string(p.T) + " is above the model's block size " + std::to_string(p.cfg.T));
-  const int L = int(p.cfg.L);
-  need("block_policy", j.contains("block_policy") && j["block_policy"].is_array(), "an array of policy names");
-  if (j["block_policy"].size() != size_t(L))
-    bad_plan(where, "block_policy has " + std::to_string(j["block_policy"].size()) + " entries for " + std::to_string(L) + " blocks");
-  const auto model = planner::shape_only_model(p.cfg);
-  for (const nlohmann::json& n : j["block_policy"]) {
-    if (!n.is_string()) bad_plan(where, "block_policy entries must be strings, got " + printable(n.dump(), 40));
-    const std::string name = n.get<std::string>();
-    if (!model->has_policy(name)) {
-      std::string names;
-      for (const std::string& k : model->policy_names()) names += (names.empty() ? "" : ", ") + k;
-      bad_plan(where, "unknown policy '" + printable(name, 40) + "' for " + arch_name(p.cfg.arch) + " (its policies are " + names + ")");
-    }
-    p.block_policy.push_back(name);
-  }
-  need("schedule", j.contains("schedule") && j["schedule"].is_array(), "an array of actions");
-  std::string text;
-  for (const nlohmann::json& a : j["schedule"]) {
-    if (!a.is_string()) bad_plan(where, "schedule entries must be strings such as \"f0c\", got " + printable(a.dump(), 40));
-    text += (text.empty() ? "" : ",") + a.get<std::string>();
-  }
-  try {
-    p.schedule = decode_schedule(text);
-    validate_schedule(p.schedule, L);
-  } catch (const Error& e) {
-    bad_plan(where, std::string("its schedule is not valid for ") + std::to_string(L) + " blocks: " + e.what());
-  }
-  if (j.contains("block_attention")) {
-    if (j["version"] == 1) bad_plan(where, "version 1 has no \"block_attention\" (write version " + std::to_string(kPlanVersion) + ")");
-    need("block_attention", j["block_attention"].is_array(), "an array of attention kernel names");
-    if (j["block_attention"].size() != size_t(L))
-      bad_plan(where, "block_attention has " + std::to_string(j["block_attention"].size()) + " entries for " + std::to_string(L) + " blocks");
-    for (const nlohmann::json& n : j["block_attention"]) {
-      std::optional<autograd::AttentionKind> k;
-      for (autograd::AttentionKind a : {autograd::AttentionKind::Naive, autograd::AttentionKind::Flash})
-        if (n.is_string() && n.get<std::string>() == autograd::attention_kind_name(a)) k = a;
-      if (!k) bad_plan(where, "block_attention entries must be \"naive\" or \"flash\", got " + printable(n.dump(), 40));
-      p.block_attention.push_back(*k);
-    }
-  }
   if (j.contains("summary") && j["summary"].is_string()) p.summary = j["summary"].get<std::string>();
   if (j.contains("predicted") && j["predicted"].is_object()) {
     const nlohmann::json& pr = j["predicted"];
@@ -493,6 +381,40 @@ StepPlan plan_from_json(const nlohmann::json& j, const std::string& where) {
     if (pr.contains("peak_activation_bytes") && pr["peak_activation_bytes"].is_number_unsigned())
       p.activation_peak = pr["peak_activation_bytes"].get<size_t>();
   }
+  for (const char* key : {"format", "version", "summary", "predicted"}) j.erase(key);
+  try {
+    record::from_json(j, static_cast<PlanSpec&>(p));
+  } catch (const record::FieldError& e) {
+    bad_plan(where, "field \"" + e.path + "\" " + e.what());
+  }
+  try {
+    p.cfg.validate();
+  } catch (const Error& e) {
+    bad_plan(where, std::string("its model is invalid: ") + e.what());
+  }
+  for (const auto& [key, v] : {std::pair{"batch", p.batch}, {"micro_batch", p.micro}, {"seq", p.T}})
+    if (v <= 0) bad_plan(where, std::string("field \"") + key + "\" must be a positive integer, got " + std::to_string(v));
+  if (p.threads < 0) bad_plan(where, "field \"threads\" must be 0 (planned by FLOPs) or a thread count");
+  if (p.batch % p.micro != 0)
+    bad_plan(where, "micro_batch " + std::to_string(p.micro) + " does not divide batch " + std::to_string(p.batch));
+  if (p.T > p.cfg.T) bad_plan(where, "seq " + std::to_string(p.T) + " is above the model's block size " + std::to_string(p.cfg.T));
+  const int L = int(p.cfg.L);
+  if (p.block_policy.size() != size_t(L))
+    bad_plan(where, "block_policy has " + std::to_string(p.block_policy.size()) + " entries for " + std::to_string(L) + " blocks");
+  const auto model = planner::shape_only_model(p.cfg);
+  for (const std::string& name : p.block_policy)
+    if (!model->has_policy(name)) {
+      std::string names;
+      for (const std::string& k : model->policy_names()) names += (names.empty() ? "" : ", ") + k;
+      bad_plan(where, "unknown policy '" + printable(name, 40) + "' for " + arch_name(p.cfg.arch) + " (its policies are " + names + ")");
+    }
+  try {
+    validate_schedule(p.schedule, L);
+  } catch (const Error& e) {
+    bad_plan(where, std::string("its schedule is not valid for ") + std::to_string(L) + " blocks: " + e.what());
+  }
+  if (!p.block_attention.empty() && p.block_attention.size() != size_t(L))
+    bad_plan(where, "block_attention has " + std::to_string(p.block_attention.size()) + " entries for " + std::to_string(L) + " blocks");
   return p;
 }
 
@@ -511,23 +433,23 @@ StepPlan read_plan_file(const std::string& path) {
 }
 
 void check_plan_target(const StepPlan& p, const ModelConfig& cfg, bool attention_given, int64_t batch, int64_t micro,
-                       int64_t T, const std::string& path) {
-  ModelConfig asked = cfg;
-  if (!attention_given) asked.attention = p.cfg.attention;
-  const nlohmann::json want = model_config_to_json(p.cfg), have = model_config_to_json(asked);
-  std::string diff;
-  auto add = [&](const std::string& field, const std::string& plan, const std::string& run) {
-    diff += (diff.empty() ? "" : ", ") + field + " " + plan + " (this run: " + run + ")";
-  };
-  for (const auto& [key, v] : want.items())
-    if (have[key] != v) add(key, v.dump(), have[key].dump());
-  if (p.batch != batch) add("batch", std::to_string(p.batch), std::to_string(batch));
-  if (p.micro != micro) add("micro_batch", std::to_string(p.micro), std::to_string(micro));
-  if (p.T != T) add("seq", std::to_string(p.T), std::to_string(T));
-  if (diff.empty()) return;
-  throw Error("plan", "plan file '" + path + "' was made for another run: " + diff,
-              "train with the plan's model and batch flags (remat plan printed them on its use: line), or plan again "
-              "for this run");
+                       int64_t T, int64_t threads, const std::string& path) {
+  PlanSpec run;
+  run.cfg = cfg;
+  if (!attention_given) run.cfg.attention = p.cfg.attention;
+  run.batch = batch;
+  run.micro = micro;
+  run.T = T;
+  run.threads = p.threads > 0 ? threads : 0;  // a plan by FLOPs holds for any thread count
+  // What each block does is the plan's to say.
+  run.schedule = p.schedule;
+  run.block_policy = p.block_policy;
+  run.block_attention = p.block_attention;
+  const std::vector<record::Difference> d = record::diff(static_cast<const PlanSpec&>(p), run);
+  if (d.empty()) return;
+  throw Error("plan", "plan file '" + path + "' was made for another run: " + record::describe(d, "plan", "this run"),
+              "train with the plan's model, batch and thread flags (remat plan printed them on its use: line), or plan "
+              "again for this run");
 }
 
 size_t data_bytes_for(const TrainOptions& o) {

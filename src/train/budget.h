@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "planner/calibration.h"
 #include "planner/optimal.h"
+#include "train/run_config.h"
 #include "train/step.h"
 
 namespace remat {
@@ -67,15 +68,28 @@ Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T,
                            const planner::Calibration* calibration = nullptr,
                            const std::vector<autograd::AttentionKind>& kernels = {});
 
-// A plan for one training step, with its predictions.
-struct StepPlan {
-  ModelConfig cfg;                         // the plan's attention kernel included
+// What a plan is, as its file holds it: the run it is for and what each block does.
+struct PlanSpec {
+  ModelConfig cfg;                         // the plan's attention kernel and precision included
   int64_t batch = 0, micro = 0, T = 0;
+  // The thread count of the calibration the plan was timed with (its ranking holds for it); 0: FLOPs.
+  int64_t threads = 0;
   Schedule schedule;
   std::vector<std::string> block_policy;   // per block: "none" or a preset of the model
   // Per block, when the plan mixes kernels (StepOptions::block_attention); empty: cfg.attention on
   // every block (a plan whose blocks all run one kernel has it as cfg.attention).
   std::vector<autograd::AttentionKind> block_attention;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("model", s.cfg), v("batch", s.batch), v("micro_batch", s.micro), v("seq", s.T), v("threads", s.threads);
+    v("schedule", s.schedule), v("block_policy", s.block_policy), v("block_attention", s.block_attention);
+  }
+  bool operator==(const PlanSpec&) const = default;
+};
+
+// A plan for one training step, with its predictions.
+struct StepPlan : PlanSpec {
   size_t activation_peak = 0;              // saved + checkpoint + recompute (simulate_memory)
   StepMemory step;                         // the whole step (dry_run_step)
   planner::ComputePrediction compute;      // FLOPs of one micro-batch
@@ -127,30 +141,29 @@ void check_calibrated_target(const PlanTarget& t);
 std::string attention_label(autograd::AttentionKind model_kind, const std::vector<autograd::AttentionKind>& blocks);
 std::string attention_label(const StepPlan& p);
 
-// A complete, valid plan: --recompute and --policy spellings for TrainOptions. Throws remat::Error
-// for a plan that mixes attention kernels per block (TrainOptions has no spelling for one yet). The schedule is
-// spelled action by action (encode_schedule) unless it is a named strategy; per-block policies become
-// one --save-all-but list of full tensor names (one --policy when every block has the same).
-void apply_plan(const StepPlan& p, TrainOptions& o);
+// The plan into the run, as it is: model, batch, micro-batch, seq, schedule, policy and kernel per
+// block (RunConfig's typed plan fields; its strategy strings then only label it).
+void apply_plan(const StepPlan& p, RunConfig& o);
 // The plan as a `remat train` strategy spelling when it has a short one ("block", "uniform:3",
 // "none --policy selective"...), else "".
 std::string short_spelling(const StepPlan& p);
 
-// Plan files: {"format": "remat-plan", "version": kPlanVersion, "model": {...}, "batch", "micro_batch",
-// "seq", "block_policy": [...], "schedule": ["f0c", ...], "summary", "predicted": {...}}, and
-// "block_attention": ["naive", "flash", ...] when the plan mixes kernels (version 2). Version 1 files
-// (one kernel, the model's) still load.
-constexpr int kPlanVersion = 2;
+// Plan files: {"format": "remat-plan", "version": kPlanVersion, the PlanSpec's fields through its one
+// codec (record.h: "model" with its precision, "batch", "micro_batch", "seq", "threads", "schedule":
+// ["f0c", ...], "block_policy", "block_attention"), "summary", "predicted": {...}}. Versions 1 and 2
+// did not record the precision (a bf16 plan read back as fp32), so they are refused by name.
+constexpr int kPlanVersion = 3;
 nlohmann::json plan_to_json(const StepPlan& p);
 // Checks everything (format, version, types, the model config, the schedule for its L, the policy
 // names against the model's presets): remat::Error naming `where` and what is wrong.
 StepPlan plan_from_json(const nlohmann::json& j, const std::string& where);
 void write_plan_file(const std::string& path, const StepPlan& p);  // atomically
 StepPlan read_plan_file(const std::string& path);
-// Refuses a plan made for another model, batch, micro-batch or sequence length, naming every field
-// that differs. The attention kernel is the plan's unless `attention_given` (then it must agree).
+// Refuses a plan made for another model (precision included), batch, micro-batch, sequence length or
+// thread count (a calibrated plan's; `threads` is this process's), naming every field that differs,
+// in one line. The attention kernel is the plan's unless `attention_given` (then it must agree).
 void check_plan_target(const StepPlan& p, const ModelConfig& cfg, bool attention_given, int64_t batch, int64_t micro,
-                       int64_t T, const std::string& path);
+                       int64_t T, int64_t threads, const std::string& path);
 
 // What the options' training data will hold in the allocator (Category::Data), by loading it.
 size_t data_bytes_for(const TrainOptions& o);

@@ -404,6 +404,8 @@ StepTiming time_against_none(const TrainOptions& run, int timed, int warmup) {
   none.save_all_but.clear();
   none.recompute_last = false;
   none.replay_internals = false;
+  none.schedule.reset();      // a plan's schedule and policies are the run's, not the baseline's
+  none.block_policy.clear();  // (its kernels per block stay: the baseline runs the same attention)
   StepTiming r;
   r.timed = timed;
   auto median_step = [&](const TrainOptions& opt, size_t* peak) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,7 +16,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "model/weights.h"
-#include "train/trainer.h"
+#include "core/record.h"
 
 namespace remat {
 
@@ -65,11 +66,6 @@ T field(const nlohmann::json& j, const char* key, const std::string& where) {
   }
 }
 
-template <class T>
-void maybe(const nlohmann::json& j, const char* key, T& out, const std::string& where) {
-  if (j.contains(key)) out = field<T>(j, key, where);
-}
-
 void save_tensors(const std::string& path, const Model& model, const std::vector<Tensor>& t) {
   std::vector<std::pair<std::string, const Tensor*>> list;
   const auto& params = model.params();
@@ -109,101 +105,54 @@ std::string checkpoint_name(int64_t step) {
   return b;
 }
 
-nlohmann::json model_config_to_json(const ModelConfig& c) {
-  return {{"arch", arch_name(c.arch)}, {"layers", c.L},      {"channels", c.C},   {"heads", c.NH},
-          {"kv_heads", c.KVH},         {"block_size", c.T},  {"vocab", c.V},      {"hidden", c.hidden},
-          {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps}, {"dropout", c.dropout},
-          {"attention", autograd::attention_kind_name(c.attention)}};
+double RunConfig::lr_at(int64_t step) const {
+  if (step < warmup) return lr * double(step + 1) / double(warmup);
+  const double span = std::max<int64_t>(1, decay_steps() - warmup);
+  const double t = std::min(1.0, double(step - warmup) / span);
+  const double min_lr = lr * min_lr_ratio;
+  return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * t));
 }
 
-ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where) {
-  ModelConfig c;
-  c.arch = parse_arch(field<std::string>(j, "arch", where));
-  c.L = field<int64_t>(j, "layers", where);
-  c.C = field<int64_t>(j, "channels", where);
-  c.NH = field<int64_t>(j, "heads", where);
-  c.KVH = field<int64_t>(j, "kv_heads", where);
-  c.T = field<int64_t>(j, "block_size", where);
-  c.V = field<int64_t>(j, "vocab", where);
-  c.hidden = field<int64_t>(j, "hidden", where);
-  c.rope_theta = field<float>(j, "rope_theta", where);
-  c.norm_eps = field<float>(j, "norm_eps", where);
-  c.dropout = field<float>(j, "dropout", where);
-  const std::string att = field<std::string>(j, "attention", where);
-  if (att == autograd::attention_kind_name(autograd::AttentionKind::Flash))
-    c.attention = autograd::AttentionKind::Flash;
-  else if (att == autograd::attention_kind_name(autograd::AttentionKind::Naive))
-    c.attention = autograd::AttentionKind::Naive;
-  else
-    throw Error("checkpoint", "'" + where + "': unknown attention '" + att + "'", "use a checkpoint written by remat");
-  c.validate();
+nlohmann::json run_config_json(const RunConfig& o) {
+  RunConfig c = o;
+  c.data = absolute_path(o.data);
+  c.val_data = absolute_path(o.val_data);
+  return record::to_json(c);
+}
+
+RunConfig run_config_from_json(const nlohmann::json& options, int version, const std::string& where,
+                               std::vector<std::string>* unrecorded) {
+  nlohmann::json j = options;
+  if (version == 1 && j.is_object()) {
+    // Version 1 did not record these: they take their defaults, and the caller the command line's.
+    const RunConfig d;
+    const nlohmann::json now = record::to_json(d);
+    for (const char* key : {"lr_decay_steps", "schedule", "block_policy", "block_attention"})
+      if (!j.contains(key)) j[key] = now[key];
+    if (j.contains("model") && j["model"].is_object())
+      for (const char* key : {"precision", "fp32_residual"})
+        if (!j["model"].contains(key)) {
+          j["model"][key] = now["model"][key];
+          if (unrecorded) unrecorded->push_back(std::string("model.") + key);
+        }
+  }
+  RunConfig c;
+  try {
+    record::from_json(j, c);
+  } catch (const record::FieldError& e) {
+    throw Error("checkpoint", "'" + where + "': options field \"" + e.path + "\" " + e.what(),
+                "the checkpoint is damaged or from another program; use another one");
+  }
+  try {
+    c.model.validate();
+  } catch (const Error& e) {
+    throw Error("checkpoint", "'" + where + "' holds an invalid model: " + e.what(), "use another checkpoint");
+  }
   return c;
 }
 
-nlohmann::json options_to_json(const TrainOptions& o) {
-  return {{"model", model_config_to_json(o.model)},
-          {"data", absolute_path(o.data)},
-          {"data_format", o.data_format},
-          {"val_data", absolute_path(o.val_data)},
-          {"val_fraction", o.val_fraction},
-          {"random_tokens", o.random_tokens},
-          {"steps", o.steps},
-          {"batch", o.batch},
-          {"micro_batch", o.micro_batch},
-          {"seq", o.seq},
-          {"lr", o.lr},
-          {"min_lr_ratio", o.min_lr_ratio},
-          {"weight_decay", o.weight_decay},
-          {"beta1", o.beta1},
-          {"beta2", o.beta2},
-          {"eps", o.eps},
-          {"warmup", o.warmup},
-          {"clip", o.clip},
-          {"seed", o.seed},
-          {"recompute", o.recompute},
-          {"policy", o.policy},
-          {"save_only", o.save_only},
-          {"save_all_but", o.save_all_but},
-          {"recompute_last", o.recompute_last},
-          {"replay_internals", o.replay_internals},
-          {"save_every", o.save_every},
-          {"keep", o.keep}};
-}
-
-void options_from_json(const nlohmann::json& j, TrainOptions& o, const std::string& where) {
-  if (!j.is_object())
-    throw Error("checkpoint", "'" + where + "': \"options\" is not an object", "use a checkpoint written by remat");
-  if (j.contains("model")) o.model = model_config_from_json(j.at("model"), where);
-  maybe(j, "data", o.data, where);
-  maybe(j, "data_format", o.data_format, where);
-  maybe(j, "val_data", o.val_data, where);
-  maybe(j, "val_fraction", o.val_fraction, where);
-  maybe(j, "random_tokens", o.random_tokens, where);
-  maybe(j, "steps", o.steps, where);
-  maybe(j, "batch", o.batch, where);
-  maybe(j, "micro_batch", o.micro_batch, where);
-  maybe(j, "seq", o.seq, where);
-  maybe(j, "lr", o.lr, where);
-  maybe(j, "min_lr_ratio", o.min_lr_ratio, where);
-  maybe(j, "weight_decay", o.weight_decay, where);
-  maybe(j, "beta1", o.beta1, where);
-  maybe(j, "beta2", o.beta2, where);
-  maybe(j, "eps", o.eps, where);
-  maybe(j, "warmup", o.warmup, where);
-  maybe(j, "clip", o.clip, where);
-  maybe(j, "seed", o.seed, where);
-  maybe(j, "recompute", o.recompute, where);
-  maybe(j, "policy", o.policy, where);
-  maybe(j, "save_only", o.save_only, where);
-  maybe(j, "save_all_but", o.save_all_but, where);
-  maybe(j, "recompute_last", o.recompute_last, where);
-  maybe(j, "replay_internals", o.replay_internals, where);
-  maybe(j, "save_every", o.save_every, where);
-  maybe(j, "keep", o.keep, where);
-}
-
 std::string save_checkpoint(const std::string& save_dir, int64_t step, int64_t skipped, const Model& model,
-                            const std::vector<Tensor>& m, const std::vector<Tensor>& v, const TrainOptions& o,
+                            const std::vector<Tensor>& m, const std::vector<Tensor>& v, const RunConfig& o,
                             int64_t keep) {
   std::error_code ec;
   fs::create_directories(save_dir, ec);
@@ -224,7 +173,7 @@ std::string save_checkpoint(const std::string& save_dir, int64_t step, int64_t s
                             {"version", kCheckpointVersion},
                             {"step", step},
                             {"skipped", skipped},
-                            {"options", options_to_json(o)}};
+                            {"options", run_config_json(o)}};
     write_file_atomic((fs::path(tmp) / "state.json").string(), state.dump(2) + "\n");
     fsync_dir(tmp);
     // A folder of the same step (a rerun) is moved aside first: rename() cannot replace a non-empty folder.
@@ -291,9 +240,9 @@ RunState read_run_state(const std::string& dir) {
   if (!j.is_object() || j.value("format", std::string()) != "remat-checkpoint")
     throw Error("checkpoint", "'" + where + "' is not a remat checkpoint state", "give a folder written by --save-dir");
   const int version = field<int>(j, "version", where);
-  if (version != kCheckpointVersion)
-    throw Error("checkpoint", "'" + where + "' has format version " + std::to_string(version) + ", this remat reads " +
-                                  std::to_string(kCheckpointVersion),
+  if (version < 1 || version > kCheckpointVersion)
+    throw Error("checkpoint", "'" + where + "' has format version " + std::to_string(version) +
+                                  ", this remat reads versions 1 to " + std::to_string(kCheckpointVersion),
                 "resume it with the remat that wrote it");
   RunState s;
   s.dir = dir;
@@ -301,7 +250,8 @@ RunState read_run_state(const std::string& dir) {
   s.skipped = j.contains("skipped") ? field<int64_t>(j, "skipped", where) : 0;
   if (s.step < 0) throw Error("checkpoint", "'" + where + "': negative step", "the checkpoint is damaged");
   if (!j.contains("options")) throw Error("checkpoint", "'" + where + "' has no \"options\"", "the checkpoint is damaged");
-  s.options = j.at("options");
+  s.version = version;
+  s.options = run_config_from_json(j.at("options"), version, where, &s.unrecorded);
   return s;
 }
 

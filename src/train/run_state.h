@@ -3,10 +3,11 @@
 // A checkpoint is a folder DIR/step-000120/ (120 = optimizer steps done) holding
 //  - weights.safetensors: the parameters (Hugging Face names, remat's config metadata: save_weights);
 //  - adam_m.safetensors, adam_v.safetensors: the AdamW moments, under the parameters' names;
-//  - state.json: {"format": "remat-checkpoint", "version": 1, "step": 120, "skipped": s,
-//    "options": the TrainOptions that determine the run (model config, batch, micro_batch, seq, lr
-//    schedule, seed, strategy/policy strings, data path and format, the validation split: val_data
-//    or val_fraction)}.
+//  - state.json: {"format": "remat-checkpoint", "version": 2, "step": 120, "skipped": s,
+//    "options": the run (RunConfig through its one codec, record.h: the model config with its
+//    precision, the data and its split, the batch, the optimizer and its learning-rate schedule, the
+//    seed, the strategy and a plan's schedule, policies and kernels per block)}. Version 1 files
+//    (without the precision, the decay length and a plan's per-block choices) still load.
 // Nothing else is needed to continue bit-identically: batches and dropout masks are pure functions of
 // (seed, step) (BatchSampler::sample(step * accum + k), step_rng(seed, step, k)) and AdamW's bias
 // correction uses the absolute step, so restoring the step restores the data position and the RNG.
@@ -22,34 +23,36 @@
 
 #include "core/tensor.h"
 #include "model/model.h"
+#include "train/run_config.h"
 
 namespace remat {
 
-struct TrainOptions;
-
-constexpr int kCheckpointVersion = 1;
+constexpr int kCheckpointVersion = 2;
 
 // "step-000120".
 std::string checkpoint_name(int64_t step);
 
-// The options that define a run (see the header comment), and their inverse: the fields found in `j`
-// are set in `o`, the others are left as they are. Throws remat::Error naming a bad field.
-nlohmann::json options_to_json(const TrainOptions& o);
-void options_from_json(const nlohmann::json& j, TrainOptions& o, const std::string& where);
-nlohmann::json model_config_to_json(const ModelConfig& c);
-ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
+// The run as state.json's "options" holds it (data paths made absolute, so that --resume finds them
+// from another working directory), and its inverse for a file of `version` (1 or 2): a field version
+// 1 did not record takes its default, and the model's among them are listed in *unrecorded. Throws
+// remat::Error naming `where` and the field that is wrong.
+nlohmann::json run_config_json(const RunConfig& o);
+RunConfig run_config_from_json(const nlohmann::json& options, int version, const std::string& where,
+                               std::vector<std::string>* unrecorded = nullptr);
 
 struct RunState {
   std::string dir;  // the step-NNN folder
+  int version = kCheckpointVersion;
   int64_t step = 0;
   int64_t skipped = 0;
-  nlohmann::json options;
+  RunConfig options;
+  std::vector<std::string> unrecorded;  // fields of options the file's version does not record ("model.precision")
 };
 
 // Writes a complete checkpoint of (model, m, v, step) into save_dir (created if missing), then keeps
 // only the newest `keep` checkpoints there. Returns the path of the new step-NNN folder.
 std::string save_checkpoint(const std::string& save_dir, int64_t step, int64_t skipped, const Model& model,
-                            const std::vector<Tensor>& m, const std::vector<Tensor>& v, const TrainOptions& o,
+                            const std::vector<Tensor>& m, const std::vector<Tensor>& v, const RunConfig& o,
                             int64_t keep);
 
 // `path` is a step-NNN folder (it holds state.json) or a save dir: its newest complete checkpoint.

@@ -20,6 +20,7 @@
 #include "model/sample.h"
 #include "model/weights.h"
 #include "planner/planner.h"
+#include "core/record.h"
 #include "train/run_state.h"
 
 namespace remat {
@@ -113,6 +114,7 @@ Trainer::Trainer(const TrainOptions& o) {
       throw Error("train", std::string(flag) + " must be >= 0, got " + std::to_string(v), std::string("e.g. ") + example);
   };
   non_negative(double(o.warmup), "--warmup", "--warmup 20");
+  non_negative(double(o.lr_decay_steps), "--lr-decay-steps", "--lr-decay-steps 5000 (0: the run's --steps)");
   non_negative(o.clip, "--clip", "--clip 1.0 (0 turns clipping off)");
   non_negative(o.weight_decay, "--weight-decay", "--weight-decay 0.1");
   non_negative(double(o.sample_tokens), "--sample-tokens", "--sample-tokens 200");
@@ -137,7 +139,19 @@ Trainer::Trainer(const TrainOptions& o) {
   Impl& s = *impl_;
   std::string strategy_text;
   NamePolicy policy = policy_from(o, *s.model, &strategy_text);
-  StrategySpec spec = parse_strategy(strategy_text, int(o.model.L), o.recompute_last, o.replay_internals);
+  // A plan's schedule is the step's; the strategy then names it (a textbook name when it is one).
+  StrategySpec spec;
+  if (o.schedule) {
+    validate_schedule(*o.schedule, int(o.model.L));
+    if (const std::optional<StrategySpec> named = named_strategy(*o.schedule, int(o.model.L))) {
+      spec = *named;
+    } else {
+      spec.name = "actions";
+      spec.actions = *o.schedule;
+    }
+  } else {
+    spec = parse_strategy(strategy_text, int(o.model.L), o.recompute_last, o.replay_internals);
+  }
   Allocator::global().set_limit(o.memory_limit);
 
   s.micro = micro;
@@ -183,10 +197,13 @@ Trainer::Trainer(const TrainOptions& o) {
     // AdamW's bias correction takes the absolute step, so restoring the step restores the data
     // position and every RNG stream. The continuation is bit-identical to an uninterrupted run.
     const RunState st = read_run_state(find_checkpoint(o.resume));
-    const ModelConfig saved = model_config_from_json(st.options.at("model"), st.dir + "/state.json");
-    if (model_config_to_json(saved) != model_config_to_json(o.model))
-      throw Error("checkpoint", "the checkpoint '" + st.dir + "' holds " + saved.describe() + ", the options ask for " +
-                                    o.model.describe(),
+    ModelConfig saved = st.options.model;
+    for (const std::string& f : st.unrecorded)  // a version 1 checkpoint: these are the options' to say
+      if (f == "model.precision") saved.precision = o.model.precision;
+      else if (f == "model.fp32_residual") saved.fp32_residual = o.model.fp32_residual;
+    if (const auto d = record::diff(saved, o.model); !d.empty())
+      throw Error("checkpoint", "the checkpoint '" + st.dir + "' holds another model: " +
+                                    record::describe(d, "checkpoint", "options"),
                   "resume with the checkpoint's model config");
     if (st.step > o.steps)
       throw Error("train", "--steps " + std::to_string(o.steps) + " is below the checkpoint's step " +
@@ -271,14 +288,7 @@ NamePolicy policy_from(const TrainOptions& o, const Model& model, std::string* s
   return model.policy(o.policy);
 }
 
-double Trainer::lr_at(int64_t step) const {
-  const TrainOptions& o = impl_->opt;
-  if (step < o.warmup) return o.lr * double(step + 1) / double(o.warmup);
-  const double span = std::max<int64_t>(1, o.steps - o.warmup);
-  const double t = std::min(1.0, double(step - o.warmup) / span);
-  const double min_lr = o.lr * o.min_lr_ratio;
-  return min_lr + 0.5 * (o.lr - min_lr) * (1.0 + std::cos(M_PI * t));
-}
+double Trainer::lr_at(int64_t step) const { return impl_->opt.lr_at(step); }
 
 StepOptions Trainer::step_options() const {
   const Impl& s = *impl_;

@@ -12,6 +12,7 @@
 #include "checkpoint/policy.h"
 #include "checkpoint/schedule.h"
 #include "model/model.h"
+#include "train/run_config.h"
 #include "train/step.h"
 
 namespace remat {
@@ -22,41 +23,15 @@ namespace remat {
 // (listing those names, from a dry run of the model).
 NamePolicy policy_from(const struct TrainOptions& o, const Model& model, std::string* strategy);
 
-struct TrainOptions {
-  ModelConfig model;
-  std::string data;            // "" = built-in corpus
-  std::string data_format = "auto";  // auto | text | u16 | llmc (for data and val_data)
-  std::string val_data;        // "" = validate on the last val_fraction of `data`; else this file (all of
-                               // `data` then trains)
-  double val_fraction = 0.1;   // 0 < f < 1, without val_data
-  int64_t random_tokens = 0;   // > 0: ignore `data`, use this many uniform random tokens (benchmarks)
-  int64_t steps = 200;
-  int64_t batch = 8;           // sequences per optimizer step
-  int64_t micro_batch = 0;     // sequences per forward (0 = batch)
-  int64_t seq = 0;             // 0 = model block size
-  float lr = 1e-3f, min_lr_ratio = 0.1f, weight_decay = 0.1f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
-  int64_t warmup = 20;
-  float clip = 1.0f;           // 0 = off
-  uint64_t seed = 1337;
+// A run (RunConfig: what a checkpoint records) and how this process carries it out: outputs,
+// progress, debugging switches and hooks, which change no bit of the results.
+struct TrainOptions : RunConfig {
   int64_t eval_every = 50;     // 0 = never
   int64_t eval_batches = 8;
   int64_t sample_every = 0;    // 0 = only at the end (sample_tokens > 0)
   int64_t sample_tokens = 200;
   std::string save, init_from, metrics_out;
   DType save_dtype = DType::F32;  // --save-dtype: what --save writes (resume checkpoints keep the fp32 masters)
-  std::string recompute = "none";  // a strategy, or a policy preset (selective | gelu | norms)
-  std::string policy = "none";     // none | selective | gelu | norms
-  std::string save_only, save_all_but;  // comma-separated tensor names (JAX-style named policies)
-  bool recompute_last = false;
-  bool replay_internals = false;  // --segment-replay internals
-  // A plan (the optimal planner's, remat train --plan / --budget): when `schedule` is set, it is the
-  // step's schedule (recompute, recompute_last and replay_internals then only label the run), and
-  // `block_policy`, when not empty, names each block's policy ("none" or a preset of the model, one
-  // per block), overriding the policy options for the blocks (the embedding and head keep them).
-  std::optional<Schedule> schedule;
-  std::vector<std::string> block_policy;
-  // A plan's attention kernel per block (one per block), or empty: model.attention on every block.
-  std::vector<autograd::AttentionKind> block_attention;
   bool check_determinism = false, break_replay = false;
   size_t memory_limit = 0;
   bool progress = true;
@@ -68,8 +43,6 @@ struct TrainOptions {
 
   // Runs that survive (run_state.h).
   std::string save_dir;        // checkpoints DIR/step-NNNNNN (every save_every steps, at the end, on a stop)
-  int64_t save_every = 0;      // 0: only at the end (and when stopped)
-  int64_t keep = 2;            // checkpoints kept in save_dir
   std::string resume;          // a checkpoint folder (find_checkpoint) to continue from
   bool skip_nonfinite = false; // a step with a non-finite loss or gradient norm is skipped, not fatal
   // Polled between steps (never inside one): non-zero stops the run after the current step, with its

@@ -126,7 +126,7 @@ TEST(BenchConfigs, CalibrationFilesOnePerConfigCheckedBeforeAnyWork) {
   EXPECT_EQ(rows[kRows.size()]["calibration"], c3);
   // Config 2 given config 1's file: refused before config 1 runs (nothing printed).
   const RunResult w = run_remat(time_model({"--configs", "L2 B2; L3 B2", "--calibration", c2, c2}));
-  check_user_error(w, 1, {"[calibration]", "layers 2 (this run: 3)"});
+  check_user_error(w, 1, {"[calibration]", "model.layers 2 (file) vs 3 (this run)"});
   EXPECT_EQ(w.out, "") << "refused before any config is measured";
 }
 
@@ -168,10 +168,10 @@ TEST(BenchPlan, BenchesAPlanFileAndRefusesAnotherRun) {
 
   // A plan for another run: every differing field named.
   check_user_error(run_remat({"bench", "--preset", "tiny", "--layers", "3", "--seq", "32", "--batch", "4", "--plan", file}),
-                   1, {"[plan]", "was made for another run", "layers 2 (this run: 3)", "batch 8 (this run: 4)",
-                       "seq 64 (this run: 32)"});
+                   1, {"[plan]", "was made for another run", "model.layers 2 (plan) vs 3 (this run)", "batch 8 (plan) vs 4 (this run)",
+                       "seq 64 (plan) vs 32 (this run)"});
   check_user_error(run_remat({"bench", "--time-model", "--preset", "tiny", "--vocab", "128", "--plan", file}), 1,
-                   {"vocab 256 (this run: 128)"});
+                   {"model.vocab 256 (plan) vs 128 (this run)"});
   check_user_error(run_remat({"bench", "--preset", "tiny", "--plan", file, "--recompute-last"}), 1,
                    {"--recompute-last cannot be combined with --plan"});
   check_user_error(run_remat({"bench", "--time-model", "--plan", file, "--configs", "L2"}), 1,

@@ -30,8 +30,9 @@ TEST(CliCalibrate, WritesAFileThatBenchReads) {
   EXPECT_TRUE(has(r.out, "predicted step: none")) << r.out;
   const json j = json::parse(slurp(cal));
   EXPECT_EQ(j["format"], "remat-calibration");
-  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["version"], 2);
   EXPECT_EQ(j["model"]["layers"], 2);
+  EXPECT_EQ(j["model"]["precision"], "f32");
   EXPECT_EQ(j["batch"], 2);
   EXPECT_EQ(j["seq"], 64);
   EXPECT_EQ(j["threads"], 1);  // the CLI tests run children with OMP_NUM_THREADS=1
@@ -77,14 +78,14 @@ TEST(CliCalibrate, RefusesAFileForAnotherRunOrCorrupt) {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
-  check_user_error(run_remat(with({"--layers", "3"})), 1, {"[calibration]", "measured for another run", "layers 2 (this run: 3)"});
-  check_user_error(run_remat(with({"--seq", "32"})), 1, {"block_size 64 (this run: 32)"});
+  check_user_error(run_remat(with({"--layers", "3"})), 1, {"[calibration]", "measured for another run", "model.layers 2 (file) vs 3 (this run)"});
+  check_user_error(run_remat(with({"--seq", "32"})), 1, {"model.block_size 64 (file) vs 32 (this run)"});
   check_user_error(run_remat(with({"--attention", "flash"})), 1, {"attention"});
-  check_user_error(run_remat(with({"--threads", "2"})), 1, {"1 thread (this run: 2)"});
+  check_user_error(run_remat(with({"--threads", "2"})), 1, {"threads 1 (file) vs 2 (this run)"});
   std::vector<std::string> b4 = bench;
   for (const char* a : {"--preset", "tiny", "--batch", "4"}) b4.push_back(a);
-  check_user_error(run_remat(b4), 1, {"micro-batch 2 (this run: 4)"});
-  check_user_error(run_remat(with({"--clock", "cpu"})), 1, {"the wall clock (this run: cpu)"});
+  check_user_error(run_remat(b4), 1, {"batch 2 (file) vs 4 (this run)"});
+  check_user_error(run_remat(with({"--clock", "cpu"})), 1, {"clock \"wall\" (file) vs \"cpu\" (this run)"});
 
   const std::string garbage = dir.write("garbage.json", "{\"format\": \"remat-calibration\", \"version\": 1,");
   std::vector<std::string> a = tiny({"bench", "--time-model", "--calibration", garbage});

@@ -132,7 +132,8 @@ TEST(PlanCli, PlanFilesCarryThePlan) {
   const RunResult p = ok({"plan", "--preset", "tiny", "--budget", "6MiB", "--out", file});
   EXPECT_TRUE(has(p.out, "plan written to " + file)) << p.out;
   const json j = json::parse(slurp(file));
-  for (const char* key : {"format", "version", "model", "batch", "micro_batch", "seq", "block_policy", "schedule", "predicted"})
+  for (const char* key : {"format", "version", "model", "batch", "micro_batch", "seq", "threads", "block_policy", "schedule",
+                          "block_attention", "predicted"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["model"]["layers"], 2);
   EXPECT_EQ(j["model"]["attention"], "naive");
@@ -153,14 +154,14 @@ TEST(PlanCli, PlanFilesCarryThePlan) {
   EXPECT_TRUE(has(tr.out, "the plan " + file)) << tr.out;
   EXPECT_USER_ERROR(run_remat({"trace", "--preset", "tiny", "--plan", file, "--recompute", "sqrt"}),
                     "--recompute cannot be combined with --plan");
-  EXPECT_USER_ERROR(run_remat({"trace", "--preset", "tiny", "--layers", "3", "--plan", file}), "layers 2 (this run: 3)");
+  EXPECT_USER_ERROR(run_remat({"trace", "--preset", "tiny", "--layers", "3", "--plan", file}), "model.layers 2 (plan) vs 3 (this run)");
 
   std::vector<std::string> a{"train", "--preset", "tiny", "--layers", "3", "--seq", "32", "--batch", "4", "--plan", file};
   a.insert(a.end(), kOneStep.begin(), kOneStep.end());
-  EXPECT_USER_ERROR(run_remat(a), "[plan]", "was made for another run", "layers 2 (this run: 3)", "batch 8 (this run: 4)",
-                    "seq 64 (this run: 32)");
+  EXPECT_USER_ERROR(run_remat(a), "[plan]", "was made for another run", "model.layers 2 (plan) vs 3 (this run)", "batch 8 (plan) vs 4 (this run)",
+                    "seq 64 (plan) vs 32 (this run)");
   EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--plan", file, "--attention", "flash"}),
-                    "attention \"naive\" (this run: \"flash\")");
+                    "model.attention \"naive\" (plan) vs \"flash\" (this run)");
   EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--plan", file, "--policy", "selective"}),
                     "--policy cannot be combined");
   EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--out", file}), "--out writes the plan chosen under --budget");
@@ -188,15 +189,17 @@ TEST(PlanCli, BadPlanFilesAreRefusedInOneLine) {
   k = j;
   k["version"] = 99;
   refused("version.json", k.dump(), {"unknown version 99"});
+  k["version"] = 2;
+  refused("version2.json", k.dump(), {"version 2 does not record the precision"});
   k = j;
   k["batch"] = "8";
-  refused("type.json", k.dump(), {"field \"batch\" must be a positive integer, got \"8\""});
+  refused("type.json", k.dump(), {"field \"batch\" must be an integer, got \"8\""});
   k = j;
   k["model"]["layers"] = 2.5;
-  refused("model_type.json", k.dump(), {"model field \"layers\" must be an integer, got 2.5"});
+  refused("model_type.json", k.dump(), {"field \"model.layers\" must be an integer, got 2.5"});
   k = j;
   k["model"].erase("channels");
-  refused("missing.json", k.dump(), {"model field \"channels\" is missing"});
+  refused("missing.json", k.dump(), {"field \"model.channels\" is missing"});
   k = j;
   k["schedule"].erase(k["schedule"].size() - 1);
   refused("short.json", k.dump(), {"schedule is not valid for 2 blocks"});
@@ -205,7 +208,7 @@ TEST(PlanCli, BadPlanFilesAreRefusedInOneLine) {
   refused("block.json", k.dump(), {"block 7 is not in 0..1"});
   k = j;
   k["schedule"][0] = "zz";
-  refused("token.json", k.dump(), {"starts with 'z'"});
+  refused("token.json", k.dump(), {"field \"schedule[0]\"", "starts with 'z'"});
   k = j;
   k["block_policy"][0] = "bogus";
   refused("policy.json", k.dump(), {"unknown policy 'bogus' for gpt2", "selective"});
@@ -286,8 +289,8 @@ TEST(PlanCli, CalibratedPlanning) {
   // Synthetic seconds, so that the plan does not depend on this machine's load: a first pass that
   // stores costs more than a replay (the DRAM effect), less so under selective.
   json c = json::parse(slurp(cal));
-  c["step"] = {{"embed_forward", 0.007}, {"head_forward", 0.011}, {"head_backward", 0.013}, {"embed_backward", 0.005}, {"rest", 0.017}};
-  c["block"] = {{"forward_pass", 0.1}, {"recompute_pass", 0.06}, {"free_checkpoint", 0.003}};
+  c.update({{"embed_forward", 0.007}, {"head_forward", 0.011}, {"head_backward", 0.013}, {"embed_backward", 0.005}, {"rest", 0.017},
+            {"forward_pass", 0.1}, {"recompute_pass", 0.06}, {"free_checkpoint", 0.003}});
   const double costs[4][4] = {{0.2, 0.13, 0.38, 0.29}, {0.15, 0.16, 0.33, 0.34}, {0.19, 0.12, 0.4, 0.31}, {0.18, 0.15, 0.35, 0.32}};
   ASSERT_EQ(c["policies"].size(), 4u);
   for (size_t p = 0; p < 4; ++p)
@@ -323,10 +326,10 @@ TEST(PlanCli, CalibratedPlanning) {
 
   // Another model, micro-batch or thread count: refused in one line, before any planning or training.
   EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--layers", "3", "--calibration", cal}), "[calibration]",
-                    "was measured for another run", "layers 2 (this run: 3)", "remat calibrate");
-  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--batch", "4", "--calibration", cal}), "micro-batch 8 (this run: 4)");
+                    "was measured for another run", "model.layers 2 (file) vs 3 (this run)", "remat calibrate");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--batch", "4", "--calibration", cal}), "batch 8 (file) vs 4 (this run)");
   EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--threads", "2", "--budget", "7MiB", "--calibration", cal}),
-                    "[calibration]", "1 thread (this run: 2)");  // children run with one thread (run.h)
+                    "[calibration]", "threads 1 (file) vs 2 (this run)");  // children run with one thread (run.h)
   EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--attention", "auto", "--calibration", cal}),
                     "a calibration prices one attention kernel", "--attention naive");
   EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--recompute", "block", "--calibration", cal}),
@@ -354,7 +357,7 @@ TEST(PlanCli, PerBlockAttentionKernels) {
   EXPECT_TRUE(has(p.out, "\nuse: remat train")) << p.out;
   EXPECT_TRUE(has(p.out, "--plan " + file)) << p.out;
   const json j = json::parse(slurp(file));
-  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["version"], 3);
   EXPECT_EQ(j["block_attention"], json::array({"naive", "flash"}));
 
   std::vector<std::string> trace{"trace"};

@@ -200,14 +200,14 @@ TEST(CliRobust, ResumeFlagErrors) {
   const auto first = train({"--steps", "2", "--save-dir", d / "ck", "--seq", "32"});
   ASSERT_EQ(first.exit_code, 0) << first.describe();
   EXPECT_NE(first.out.find("checkpoint written to " + d / "ck/step-000002"), std::string::npos) << first.out;
-  expect_user_error(train({"--resume", d / "ck", "--layers", "3"}), {"--layers 3 contradicts the checkpoint", "has 2"});
-  expect_user_error(train({"--resume", d / "ck", "--seq", "16"}), {"--seq 16 contradicts"});
-  expect_user_error(train({"--resume", d / "ck", "--lr", "0.5"}), {"--lr 0.5 contradicts"});
-  expect_user_error(train({"--resume", d / "ck", "--seed", "3"}), {"--seed 3 contradicts"});
+  expect_user_error(train({"--resume", d / "ck", "--layers", "3"}), {"contradicts the checkpoint", "--layers 3 (the checkpoint has 2)"});
+  expect_user_error(train({"--resume", d / "ck", "--seq", "16"}), {"contradicts the checkpoint", "--seq 16 (the checkpoint has 32)"});
+  expect_user_error(train({"--resume", d / "ck", "--lr", "0.5"}), {"--lr 0.5 (the checkpoint has 0.001)"});
+  expect_user_error(train({"--resume", d / "ck", "--seed", "3"}), {"--seed 3 (the checkpoint has 1337)"});
   expect_user_error(run_remat({"train", "--resume", d / "ck", "--preset", "small", "--no-progress"}),
-                    {"--preset small contradicts"});
+                    {"contradicts the checkpoint", "--preset small (the checkpoint has"});
   expect_user_error(train({"--resume", d / "ck", "--data", d.write("t.txt", std::string(3000, 'b'))}),
-                    {"--data", "contradicts", "built-in corpus"});
+                    {"contradicts the checkpoint", "--data", "(the checkpoint has the built-in corpus)"});
   expect_user_error(train({"--resume", d / "ck", "--steps", "1"}), {"below the checkpoint's step 2"});
   expect_user_error(train({"--resume", d / "nope"}), {"--resume", "not a folder"});
   fs::create_directories(d / "empty");
@@ -217,6 +217,10 @@ TEST(CliRobust, ResumeFlagErrors) {
   expect_user_error(train({"--steps", "1", "--save-every", "2"}), {"--save-every needs --save-dir"});
   expect_user_error(train({"--steps", "1", "--save-dir", d / "k", "--keep", "0"}), {"--keep must be at least 1"});
   // Raising --steps and changing the strategy are allowed; checkpoints continue in the same folder.
+  // Two contradictions: one line naming both.
+  check_user_error(train({"--resume", d / "ck", "--layers", "3", "--lr", "0.5"}), 1,
+                   {"--layers 3 (the checkpoint has 2)", "--lr 0.5 (the checkpoint has 0.001)"});
+  // (Step 3 is still in the warmup of 20 steps: its learning rate is the same for any --steps.)
   const auto more = train({"--resume", d / "ck", "--steps", "3", "--recompute", "all"});
   EXPECT_EQ(more.exit_code, 0) << more.describe();
   EXPECT_NE(more.out.find("strategy all"), std::string::npos) << more.out;
@@ -239,12 +243,12 @@ TEST(CliRobust, ResumeKeepsTheValidationSplit) {
   ASSERT_EQ(first.exit_code, 0) << first.describe();
 
   expect_user_error(train({"--resume", d / "ck", "--steps", "4", "--val-fraction", "0.3"}),
-                    {"--val-fraction 0.3 contradicts the checkpoint", "has 0.2"});
+                    {"contradicts the checkpoint", "--val-fraction 0.3 (the checkpoint has 0.2)"});
   expect_user_error(train({"--resume", d / "ck", "--steps", "4", "--val-fraction", "0.1"}),
-                    {"--val-fraction 0.1 contradicts the checkpoint"});
+                    {"--val-fraction 0.1 (the checkpoint has 0.2)"});
   const std::string val = d.write("v.txt", std::string(3000, 'v'));
   expect_user_error(train({"--resume", d / "ck", "--steps", "4", "--val-data", val}),
-                    {"--val-data", "contradicts the checkpoint", "no --val-data"});
+                    {"contradicts the checkpoint", "--val-data", "(the checkpoint has no --val-data)"});
 
   // No validation flag: the checkpoint's split, and the uninterrupted run's val loss after step 4.
   const auto res = run({"--resume", d / "ck", "--steps", "4", "--metrics-out", d / "m.jsonl"});

@@ -70,6 +70,7 @@ TEST_F(CalibrationFile, RoundTripsEveryTerm) {
   c.clock = "cpu";
   planner::save_calibration(c, p("cal.json"));
   const Calibration r = planner::load_calibration(p("cal.json"));
+  EXPECT_EQ(r, c) << "every field, compared as a struct";
   EXPECT_EQ(planner::calibration_json(r), planner::calibration_json(c));
   EXPECT_EQ(r.forward_pass, c.forward_pass);
   EXPECT_EQ(r.cfg.attention, autograd::AttentionKind::Flash);
@@ -100,7 +101,7 @@ TEST(Calibration, RefusesAnotherRun) {
   ModelConfig m = cfg;
   m.L = 5;
   std::string e = refused(m, 2, 16, 2);
-  EXPECT_TRUE(has(e, "[calibration]") && has(e, "measured for another run") && has(e, "layers 4 (this run: 5)") &&
+  EXPECT_TRUE(has(e, "[calibration]") && has(e, "measured for another run") && has(e, "model.layers 4 (file) vs 5 (this run)") &&
               has(e, "remat calibrate"))
       << e;
   m = cfg;
@@ -109,11 +110,18 @@ TEST(Calibration, RefusesAnotherRun) {
   m = cfg;
   m.dropout = 0;
   EXPECT_TRUE(has(refused(m, 2, 16, 2), "dropout")) << refused(m, 2, 16, 2);
-  EXPECT_TRUE(has(refused(cfg, 4, 16, 2), "micro-batch 2 (this run: 4)")) << refused(cfg, 4, 16, 2);
-  EXPECT_TRUE(has(refused(cfg, 2, 8, 2), "seq 16 (this run: 8)")) << refused(cfg, 2, 8, 2);
-  EXPECT_TRUE(has(refused(cfg, 2, 16, 1), "2 threads (this run: 1)")) << refused(cfg, 2, 16, 1);
+  EXPECT_TRUE(has(refused(cfg, 4, 16, 2), "batch 2 (file) vs 4 (this run)")) << refused(cfg, 4, 16, 2);
+  EXPECT_TRUE(has(refused(cfg, 2, 8, 2), "seq 16 (file) vs 8 (this run)")) << refused(cfg, 2, 8, 2);
+  EXPECT_TRUE(has(refused(cfg, 2, 16, 1), "threads 2 (file) vs 1 (this run)")) << refused(cfg, 2, 16, 1);
+  // A calibration measured in fp32 prices no bf16 run, and every difference is named in one line.
+  m = cfg;
+  m.precision = DType::BF16;
+  e = refused(m, 4, 16, 1);
+  EXPECT_TRUE(has(e, "model.precision \"f32\" (file) vs \"bf16\" (this run)") && has(e, "batch 2 (file) vs 4") &&
+              has(e, "threads 2 (file) vs 1") && e.find('\n') == std::string::npos)
+      << e;
   e = error_of([&] { planner::check_calibration(c, cfg, 2, 16, 2, "cpu", "cal.json"); });
-  EXPECT_TRUE(has(e, "the wall clock (this run: cpu)")) << e;
+  EXPECT_TRUE(has(e, "clock \"wall\" (file) vs \"cpu\" (this run)")) << e;
   e = error_of([&] { c.policy_index("gelu"); });
   EXPECT_TRUE(has(e, "'gelu' was not calibrated") && has(e, "none, selective")) << e;
 }
@@ -135,20 +143,25 @@ TEST(Calibration, RefusesCorruptFiles) {
       {refused("[1, 2]"), "not a JSON object"},
       {refused("{}"), "\"format\""},
       {edited([](auto& j) { j["format"] = "remat-plan"; }), "\"format\""},
-      {edited([](auto& j) { j.erase("version"); }), "missing \"version\""},
-      {edited([](auto& j) { j["version"] = 2; }), "calibration version 2, this remat reads version 1"},
-      {edited([](auto& j) { j["version"] = "1"; }), "\"version\" must be an integer"},
-      {edited([](auto& j) { j["step"].erase("rest"); }), "missing \"step.rest\""},
-      {edited([](auto& j) { j["block"]["forward_pass"] = -1.0; }), "\"block.forward_pass\" must be a non-negative"},
-      {edited([](auto& j) { j["block"]["recompute_pass"] = "fast"; }), "\"block.recompute_pass\" must be"},
-      {edited([](auto& j) { j["policies"][0]["backward_stored"] = nullptr; }), "\"policies[].backward_stored\""},
+      {edited([](auto& j) { j.erase("version"); }), "\"version\" is missing"},
+      {edited([](auto& j) { j["version"] = 1; }), "calibration version 1, this remat reads version 2 (version 1 does not record the precision"},
+      {edited([](auto& j) { j["version"] = 3; }), "calibration version 3, this remat reads version 2"},
+      {edited([](auto& j) { j["version"] = "1"; }), "\"version\" is missing or not an integer"},
+      {edited([](auto& j) { j.erase("rest"); }), "\"rest\" is missing"},
+      {edited([](auto& j) { j["forward_pass"] = -1.0; }), "a time is negative"},
+      {edited([](auto& j) { j["policies"][1]["backward_replayed"] = -1.0; }), "a time is negative"},
+      {edited([](auto& j) { j["recompute_pass"] = "fast"; }), "\"recompute_pass\" must be a finite number"},
+      {edited([](auto& j) { j["policies"][0]["backward_stored"] = nullptr; }), "\"policies[0].backward_stored\" must be"},
       {edited([](auto& j) { j["policies"] = nlohmann::json::array(); }), "\"policies\" must be a non-empty list"},
       {edited([](auto& j) { j["policies"][1]["name"] = "none"; }), "'none' appears twice"},
-      {edited([](auto& j) { j["model"]["arch"] = "bert"; }), "unknown arch 'bert'"},
-      {edited([](auto& j) { j["model"]["attention"] = "sparse"; }), "unknown attention kernel"},
-      {edited([](auto& j) { j["model"]["layers"] = 0; }), "\"model.layers\" must be an integer >= 1"},
-      {edited([](auto& j) { j["threads"] = 0; }), "\"threads\" must be an integer >= 1"},
-      {edited([](auto& j) { j.erase("model"); }), "missing \"model\""},
+      {edited([](auto& j) { j["model"]["arch"] = "bert"; }), "\"model.arch\" must be one of gpt2, llama"},
+      {edited([](auto& j) { j["model"]["attention"] = "sparse"; }), "\"model.attention\" must be one of naive, flash"},
+      {edited([](auto& j) { j["model"]["precision"] = "fp16"; }), "\"model.precision\" must be one of f32, bf16"},
+      {edited([](auto& j) { j["model"].erase("precision"); }), "\"model.precision\" is missing"},
+      {edited([](auto& j) { j["model"]["layers"] = 0; }), "its model is invalid"},
+      {edited([](auto& j) { j["threads"] = 0; }), "\"threads\" must be at least 1"},
+      {edited([](auto& j) { j["speed"] = 1; }), "\"speed\" is not a field this remat knows"},
+      {edited([](auto& j) { j.erase("model"); }), "\"model\" is missing"},
       {edited([](auto& j) { j["clock"] = "tsc"; }), "\"clock\" must be \"wall\" or \"cpu\""},
   };
   for (const auto& [msg, needle] : cases) {

@@ -124,9 +124,9 @@ void check_arch(Arch arch) {
 TEST(Budget, TrainedWholeStepPeakFitsGpt2) { check_arch(Arch::GPT2); }
 TEST(Budget, TrainedWholeStepPeakFitsLlama) { check_arch(Arch::Llama); }
 
-// apply_plan spells a plan for the trainer: a named strategy by its name, any other schedule action by
-// action, and per-block policies as one --save-all-but list of full names.
-TEST(Budget, ApplyPlanSpellsNamedStrategiesAndMixedPolicies) {
+// apply_plan hands a plan to the run as it is (its schedule, policy and kernel per block, typed: no
+// spelling to parse again), a named strategy labelled by its name; the trainer runs exactly that.
+TEST(Budget, ApplyPlanHandsTheTypedPlanToTheRun) {
   const ModelConfig cfg = config(Arch::GPT2);
   const TrainOptions base = options(cfg);
   const PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, 0, false, std::nullopt};
@@ -137,26 +137,30 @@ TEST(Budget, ApplyPlanSpellsNamedStrategiesAndMixedPolicies) {
   EXPECT_EQ(o.recompute, "uniform:2");
   EXPECT_TRUE(o.recompute_last);
   EXPECT_TRUE(o.replay_internals);
-  EXPECT_EQ(o.policy, "selective");
+  ASSERT_TRUE(o.schedule.has_value());
+  EXPECT_EQ(*o.schedule, block.schedule);
+  EXPECT_EQ(o.block_policy, block.block_policy);
   EXPECT_EQ(short_spelling(block), "--recompute uniform:2 --recompute-last --segment-replay internals --policy selective");
   bool mixed_seen = false;
   for (const planner::ChainPlan& p : planner::optimal_frontier(c.problem)) {
     const StepPlan sp = price_plan(c, p, t);
     TrainOptions q = base;
     apply_plan(sp, q);
-    std::string strategy;
-    const NamePolicy pol = policy_from(q, *c.model, &strategy);
-    EXPECT_EQ(strategy, q.recompute);
-    const Schedule s = make_schedule(parse_strategy(q.recompute, 5, q.recompute_last, q.replay_internals), 5);
-    EXPECT_EQ(encode_schedule(s), encode_schedule(sp.schedule)) << sp.summary;
+    q.random_tokens = 4096;
+    q.steps = 1;
+    Trainer trainer(q);
+    const StepOptions so = trainer.step_options();
+    EXPECT_EQ(so.schedule, sp.schedule) << sp.summary;
+    ASSERT_EQ(so.block_policy.size(), 5u);
     for (int i = 0; i < 5; ++i) {
       const NamePolicy want = c.model->policy(sp.block_policy[size_t(i)]);
       for (const char* local : {"attn.probs", "mlp.gelu", "ln_1", "ln_2"}) {
         const std::string name = c.model->layer_prefix(i) + local;
-        EXPECT_EQ(pol.keep(name), want.keep(name)) << name << " in " << sp.summary;
+        const bool kept = so.block_policy[size_t(i)] ? so.block_policy[size_t(i)]->keep(name) : true;
+        EXPECT_EQ(kept, want.keep(name)) << name << " in " << sp.summary;
       }
     }
-    if (!q.save_all_but.empty()) mixed_seen = true;
+    for (const std::string& n : sp.block_policy) mixed_seen = mixed_seen || n != sp.block_policy.front();
   }
   EXPECT_TRUE(mixed_seen);
 }

@@ -151,9 +151,9 @@ TEST_F(Resume, CheckpointLayoutKeepAndStepFolder) {
     EXPECT_TRUE(fs::is_regular_file(fs::path(p("ck/step-000004")) / f)) << f;
   const RunState st = read_run_state(p("ck/step-000004"));
   EXPECT_EQ(st.step, 4);
-  EXPECT_EQ(st.options.at("batch"), 4);
-  EXPECT_EQ(st.options.at("model").at("layers"), 3);
-  EXPECT_EQ(st.options.at("recompute"), "none");
+  EXPECT_EQ(st.options.batch, 4);
+  EXPECT_EQ(st.options.model.L, 3);
+  EXPECT_EQ(st.options.recompute, "none");
   // The weights file is a plain Hugging Face safetensors.
   SafetensorsReader w(p("ck/step-000004/weights.safetensors"));
   EXPECT_NE(w.find("h.0.attn.c_attn.weight"), nullptr);
@@ -181,7 +181,7 @@ TEST_F(Resume, RefusesAnotherModelFewerStepsAndInitFrom) {
   r.resume = p("ck");
   std::string msg = error_of([&] { Trainer t(r); });
   EXPECT_NE(msg.find("[checkpoint]"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("L=3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("layers 3 (checkpoint) vs 2 (options)"), std::string::npos) << msg;
   r = small_opts();
   r.steps = 1;
   r.resume = p("ck");
@@ -204,6 +204,7 @@ TEST_F(Resume, RefusesAnotherModelFewerStepsAndInitFrom) {
   r.resume = p("ck");
   msg = error_of([&] { Trainer t(r); });
   EXPECT_NE(msg.find("format version 99"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("versions 1 to 2"), std::string::npos) << msg;
 }
 
 TEST_F(Resume, OptionChecks) {
@@ -331,7 +332,7 @@ TEST_F(Resume, NonFiniteInitFromIsRefusedNamingTheTensor) {
 
 // The validation split is part of the run: --resume takes --val-fraction and --val-data from the
 // checkpoint (`remat train --resume` starts from the command line's options and applies the
-// checkpoint's with options_from_json, as here), and validates on the same tokens, bit for bit.
+// checkpoint's run in place of its own run fields, as here), and validates on the same tokens, bit for bit.
 TEST_F(Resume, ResumeKeepsTheValidationSplit) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "Validation text " + std::to_string(i * 7919 % 1000) + ", held out.\n";
@@ -362,7 +363,7 @@ TEST_F(Resume, ResumeKeepsTheValidationSplit) {
     TrainOptions r = small_opts("block", "none");
     r.eval_every = 1;
     const RunState st = read_run_state(find_checkpoint(ck));
-    options_from_json(st.options, r, st.dir);
+    static_cast<RunConfig&>(r) = st.options;
     EXPECT_EQ(r.val_fraction, o.val_fraction);
     EXPECT_EQ(r.val_data, val_file ? fs::canonical(p("val.txt")).string() : std::string());
     r.resume = ck;
