@@ -21,17 +21,13 @@
 #include "kernels/dropout.h"
 #include "kernels/dropout_bf16.h"
 #include "kernels/encoder.h"
-#include "kernels/encoder_bf16.h"
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_bf16.h"
 #include "kernels/gelu.h"
-#include "kernels/gelu_bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/layernorm.h"
-#include "kernels/layernorm_bf16.h"
 #include "kernels/rope.h"
-#include "kernels/rope_bf16.h"
 #include "kernels/vec_bf16.h"
 
 using namespace remat::kernels;
@@ -208,7 +204,7 @@ void BM_layernorm_forward_fp32(benchmark::State& st) {
   auto inp = randv(kRows * kC, 3), w = randv(kC, 4), b = randv(kC, 5);
   std::vector<float> out(kRows * kC), mean(kRows), rstd(kRows);
   for (auto _ : st) {
-    layernorm_forward(out, mean, rstd, inp, w, b, kRows, kC);
+    layernorm_forward<float>(out, mean, rstd, inp, w, b, kRows, kC);
     benchmark::ClobberMemory();
   }
   set_bytes(st, 2.0 * kRows * kC * 4);
@@ -219,7 +215,7 @@ void BM_layernorm_forward_bf16(benchmark::State& st) {
   std::vector<bf16> out(kRows * kC);
   std::vector<float> mean(kRows), rstd(kRows);
   for (auto _ : st) {
-    layernorm_bf16_forward(out, mean, rstd, inp, w, b, kRows, kC);
+    layernorm_forward<bf16>(out, mean, rstd, inp, w, b, kRows, kC);
     benchmark::ClobberMemory();
   }
   set_bytes(st, 2.0 * kRows * kC * 2);
@@ -228,7 +224,7 @@ void BM_gelu_forward_fp32(benchmark::State& st) {
   auto inp = randv(kRows * 4 * kC, 6);
   std::vector<float> out(inp.size());
   for (auto _ : st) {
-    gelu_forward(out, inp, int64_t(inp.size()));
+    gelu_forward<float>(out, inp, int64_t(inp.size()));
     benchmark::ClobberMemory();
   }
   set_bytes(st, 2.0 * inp.size() * 4);
@@ -237,7 +233,7 @@ void BM_gelu_forward_bf16(benchmark::State& st) {
   auto inp = randb(kRows * 4 * kC, 6);
   std::vector<bf16> out(inp.size());
   for (auto _ : st) {
-    gelu_bf16_forward(out, inp, int64_t(inp.size()));
+    gelu_forward<bf16>(out, inp, int64_t(inp.size()));
     benchmark::ClobberMemory();
   }
   set_bytes(st, 2.0 * inp.size() * 2);
@@ -287,8 +283,8 @@ void BM_encoder(benchmark::State& st) {
   std::vector<S> out(kRows * kC);
   std::vector<float> dwte(kEncV * kC), dwpe(kEncT * kC);
   for (auto _ : st) {
-    by_storage<S>(encoder_forward, encoder_bf16_forward)(out, tok.data(), wte, wpe, 2, kRows / 2, kC);
-    by_storage<S>(encoder_backward, encoder_bf16_backward)(dwte, dwpe, dout, tok.data(), 2, kRows / 2, kC);
+    encoder_forward<S>(out, tok.data(), wte, wpe, 2, kRows / 2, kC);
+    encoder_backward<S>(dwte, dwpe, dout, tok.data(), 2, kRows / 2, kC);
     benchmark::ClobberMemory();
   }
   // fwd: read wte and wpe rows (fp32), write out; bwd: read dout, read-modify-write dwte and dwpe (fp32).
@@ -317,8 +313,8 @@ void BM_rope(benchmark::State& st) {
   const auto q = rand_as<S>(kRows * QC, 6), k = rand_as<S>(kRows * KC, 7), v = rand_as<S>(kRows * KC, 8),
              g = rand_as<S>(kRows * C3, 9);
   std::vector<S> qkv(kRows * C3), dq(q.size()), dk(k.size()), dv(v.size());
-  const auto forward = by_storage<S>(rope_qkv_forward, rope_qkv_bf16_forward);
-  const auto backward = by_storage<S>(rope_qkv_backward, rope_qkv_bf16_backward);
+  const auto forward = rope_qkv_forward<S>;
+  const auto backward = rope_qkv_backward<S>;
   for (auto _ : st) {
     forward(qkv, q, k, v, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
     backward(dq, dk, dv, g, cs, sn, 2, kRopeT, kRopeNH, kRopeKVH, kRopeHS);
@@ -333,8 +329,8 @@ void BM_layernorm_fwdbwd_fp32(benchmark::State& st) {
   const auto x = randv(kRows * kC, 10), d = randv(kRows * kC, 11), w = randv(kC, 12), b = randv(kC, 13);
   std::vector<float> out(kRows * kC), dx(kRows * kC), mean(kRows), rstd(kRows), dw(kC), db(kC);
   for (auto _ : st) {
-    layernorm_forward(out, mean, rstd, x, w, b, kRows, kC);
-    layernorm_backward(dx, dw, db, d, x, w, mean, rstd, kRows, kC);
+    layernorm_forward<float>(out, mean, rstd, x, w, b, kRows, kC);
+    layernorm_backward<float>(dx, dw, db, d, x, w, mean, rstd, kRows, kC);
     benchmark::ClobberMemory();
   }
   set_bytes(st, kRows * kC * 4.0 * 8);  // fwd: read x, write out; bwd: x, dout, dx (r+w), then x, dout again
@@ -345,8 +341,8 @@ void BM_layernorm_fwdbwd_mixed(benchmark::State& st) {
   std::vector<bf16> out(kRows * kC);
   std::vector<float> dx(kRows * kC), mean(kRows), rstd(kRows), dw(kC), db(kC);
   for (auto _ : st) {
-    layernorm_mixed_forward(out, mean, rstd, x, w, b, kRows, kC);
-    layernorm_mixed_backward(dx, dw, db, d, x, w, mean, rstd, kRows, kC);
+    layernorm_forward<float, bf16>(out, mean, rstd, x, w, b, kRows, kC);
+    layernorm_backward<float, bf16>(dx, dw, db, d, x, w, mean, rstd, kRows, kC);
     benchmark::ClobberMemory();
   }
   set_bytes(st, kRows * kC * (4.0 + 2.0 + 4.0 + 2.0 + 8.0 + 4.0 + 2.0));

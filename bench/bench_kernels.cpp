@@ -60,7 +60,7 @@ void BM_layernorm_forward(benchmark::State& st) {
   auto inp = randv(kN * kC, 3), w = randv(kC, 4), b = randv(kC, 5);
   std::vector<float> out(kN * kC), mean(kN), rstd(kN);
   for (auto _ : st) {
-    layernorm_forward(out, mean, rstd, inp, w, b, kN, kC);
+    layernorm_forward<float>(out, mean, rstd, inp, w, b, kN, kC);
     benchmark::DoNotOptimize(out.data());
   }
   set_bytes(st, 2.0 * kN * kC * 4);
@@ -70,9 +70,9 @@ BENCHMARK(BM_layernorm_forward)->UseRealTime();
 void BM_layernorm_backward(benchmark::State& st) {
   auto inp = randv(kN * kC, 3), w = randv(kC, 4), b = randv(kC, 5), dout = randv(kN * kC, 6);
   std::vector<float> out(kN * kC), mean(kN), rstd(kN), dinp(kN * kC), dw(kC), db(kC);
-  layernorm_forward(out, mean, rstd, inp, w, b, kN, kC);
+  layernorm_forward<float>(out, mean, rstd, inp, w, b, kN, kC);
   for (auto _ : st) {
-    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, kN, kC);
+    layernorm_backward<float>(dinp, dw, db, dout, inp, w, mean, rstd, kN, kC);
     benchmark::DoNotOptimize(dinp.data());
   }
   set_bytes(st, 4.0 * kN * kC * 4);  // inp, dout, dinp read + write
@@ -85,7 +85,7 @@ void BM_gelu_forward(benchmark::State& st) {
   auto inp = randv(n, 7);
   std::vector<float> out(n);
   for (auto _ : st) {
-    gelu_forward(out, inp, n);
+    gelu_forward<float>(out, inp, n);
     benchmark::DoNotOptimize(out.data());
   }
   set_bytes(st, 2.0 * n * 4);
@@ -96,7 +96,7 @@ void BM_rmsnorm_forward(benchmark::State& st) {
   auto inp = randv(kN * kC, 3), w = randv(kC, 4);
   std::vector<float> out(kN * kC), rstd(kN);
   for (auto _ : st) {
-    rmsnorm_forward(out, rstd, inp, w, kN, kC, 1e-5f);
+    rmsnorm_forward<float>(out, rstd, inp, w, kN, kC, 1e-5f);
     benchmark::DoNotOptimize(out.data());
   }
   set_bytes(st, 2.0 * kN * kC * 4);
@@ -106,9 +106,9 @@ BENCHMARK(BM_rmsnorm_forward)->UseRealTime();
 void BM_rmsnorm_backward(benchmark::State& st) {
   auto inp = randv(kN * kC, 3), w = randv(kC, 4), dout = randv(kN * kC, 6);
   std::vector<float> out(kN * kC), rstd(kN), dinp(kN * kC), dw(kC);
-  rmsnorm_forward(out, rstd, inp, w, kN, kC, 1e-5f);
+  rmsnorm_forward<float>(out, rstd, inp, w, kN, kC, 1e-5f);
   for (auto _ : st) {
-    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, kN, kC);
+    rmsnorm_backward<float>(dinp, dw, dout, inp, w, rstd, kN, kC);
     benchmark::DoNotOptimize(dinp.data());
   }
   set_bytes(st, 4.0 * kN * kC * 4);  // inp, dout, dinp read + write
@@ -123,7 +123,7 @@ void BM_swiglu_forward(benchmark::State& st) {
   auto gate = randv(n, 7), up = randv(n, 8);
   std::vector<float> out(n);
   for (auto _ : st) {
-    swiglu_forward(out, gate, up, n);
+    swiglu_forward<float>(out, gate, up, n);
     benchmark::DoNotOptimize(out.data());
   }
   set_bytes(st, 3.0 * n * 4);
@@ -135,7 +135,7 @@ void BM_swiglu_backward(benchmark::State& st) {
   auto gate = randv(n, 7), up = randv(n, 8), dout = randv(n, 9);
   std::vector<float> dgate(n), dup(n);
   for (auto _ : st) {
-    swiglu_backward(dgate, dup, dout, gate, up, n);
+    swiglu_backward<float>(dgate, dup, dout, gate, up, n);
     benchmark::DoNotOptimize(dgate.data());
   }
   set_bytes(st, 7.0 * n * 4);  // dout, gate, up read; dgate, dup read + write
@@ -149,7 +149,7 @@ void BM_rope_qkv_forward(benchmark::State& st) {
   std::vector<float> cos(T * HS / 2), sin(T * HS / 2), qkv(B * T * (QC + 2 * KC));
   rope_table(cos, sin, T, HS, 10000.0f);
   for (auto _ : st) {
-    rope_qkv_forward(qkv, q, k, v, cos, sin, B, T, NH, KVH, HS);
+    rope_qkv_forward<float>(qkv, q, k, v, cos, sin, B, T, NH, KVH, HS);
     benchmark::DoNotOptimize(qkv.data());
   }
   set_bytes(st, 2.0 * B * T * (QC + 2 * KC) * 4);
@@ -162,7 +162,7 @@ void BM_rope_qkv_backward(benchmark::State& st) {
   std::vector<float> cos(T * HS / 2), sin(T * HS / 2), dq(B * T * QC), dk(B * T * KC), dv(B * T * KC);
   rope_table(cos, sin, T, HS, 10000.0f);
   for (auto _ : st) {
-    rope_qkv_backward(dq, dk, dv, dqkv, cos, sin, B, T, NH, KVH, HS);
+    rope_qkv_backward<float>(dq, dk, dv, dqkv, cos, sin, B, T, NH, KVH, HS);
     benchmark::DoNotOptimize(dq.data());
   }
   set_bytes(st, 3.0 * B * T * (QC + 2 * KC) * 4);  // dqkv read; dq, dk, dv read + write
@@ -189,7 +189,7 @@ void BM_crossentropy_forward(benchmark::State& st) {
   std::vector<int32_t> tgt(N, 17);
   std::vector<float> loss(N), lse(N);
   for (auto _ : st) {
-    crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
+    crossentropy_forward<float>(loss, lse, logits, tgt.data(), N, V);
     benchmark::DoNotOptimize(loss.data());
   }
   set_bytes(st, double(N) * V * 4);
@@ -204,10 +204,10 @@ void BM_crossentropy_backward_zero_filled(benchmark::State& st) {
   auto logits = randv(N * V, 9);
   std::vector<int32_t> tgt(N, 17);
   std::vector<float> loss(N), lse(N), dl(N, 1.f / N), d(N * V);
-  crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
+  crossentropy_forward<float>(loss, lse, logits, tgt.data(), N, V);
   for (auto _ : st) {
     std::fill(d.begin(), d.end(), 0.f);
-    crossentropy_backward(d, dl, logits, lse, tgt.data(), N, V);
+    crossentropy_backward<float>(d, dl, logits, lse, tgt.data(), N, V);
     benchmark::DoNotOptimize(d.data());
   }
   set_bytes(st, double(N) * V * 4 * 4);
@@ -219,9 +219,9 @@ void BM_crossentropy_backward_in_place(benchmark::State& st) {
   auto logits = randv(N * V, 9);
   std::vector<int32_t> tgt(N, 17);
   std::vector<float> loss(N), lse(N), dl(N, 1.f / N);
-  crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
+  crossentropy_forward<float>(loss, lse, logits, tgt.data(), N, V);
   for (auto _ : st) {  // each pass overwrites the previous pass's gradient: the same work
-    crossentropy_backward(logits, dl, logits, lse, tgt.data(), N, V, /*overwrite=*/true);
+    crossentropy_backward<float>(logits, dl, logits, lse, tgt.data(), N, V, /*overwrite=*/true);
     benchmark::DoNotOptimize(logits.data());
   }
   set_bytes(st, double(N) * V * 4 * 2);

@@ -24,8 +24,8 @@ const char* attention_kind_name(AttentionKind k);
 // Precision. Every op takes fp32 or bf16 activations (core/dtype.h) and returns its input's dtype,
 // except where an argument says otherwise: the embedding and the norms write `out_dtype`, and add()
 // returns its first operand's dtype (an fp32 residual stream plus a bf16 branch: --fp32-residual).
-// A bf16 op runs the kernels/*_bf16 twin: bf16 storage, fp32 math, fp32 norm statistics and
-// log-sum-exp; its activation gradients are bf16, its parameter gradients fp32. Weights: norms,
+// An op dispatches once on its dtypes (autograd/dispatch.h) to its kernel over that storage type:
+// on bf16, bf16 storage, fp32 math, fp32 norm statistics and log-sum-exp; its activation gradients are bf16, its parameter gradients fp32. Weights: norms,
 // biases and embedding tables are the fp32 masters; a matmul takes the weight in its input's dtype
 // (Model::mm_weight).
 //

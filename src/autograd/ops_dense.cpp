@@ -1,12 +1,11 @@
 // Linear layers (Conv1D layout and the tied head) and the token+position embedding.
 #include <memory>
 
+#include "autograd/dispatch.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "kernels/encoder.h"
-#include "kernels/encoder_bf16.h"
 #include "kernels/matmul.h"
-#include "kernels/matmul_bf16.h"
 
 namespace remat::autograd {
 namespace {
@@ -31,12 +30,12 @@ struct LinearNode : Node {
     Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
     Tensor& dw = g.get(w);
     std::span<float> db = b.defined() ? g.get(b).span() : std::span<float>{};
-    // bf16: in a dry run too (it counts oneDNN's scratchpad). dw: the master's fp32 gradient, bound
-    // to the bf16 copy's id.
-    if (inp.is_bf16())
-      kernels::matmul_bf16_backward(dinp.bspan(), dw.span(), db, dout->cbspan(), inp.cbspan(), w.cbspan(), N, C, OC, fresh);
-    else if (!shape_only())
-      kernels::matmul_backward(dinp.span(), dw.span(), db, dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
+    // In a dry run too (bf16 counts oneDNN's scratchpad). dw: the master's fp32 gradient, bound to the
+    // bf16 copy's id under bf16.
+    dispatch(inp.dtype(), [&]<class S>() {
+      kernels::matmul_backward<S>(span_of<S>(dinp), dw.span(), db, cspan_of<S>(*dout), cspan_of<S>(inp),
+                                  cspan_of<S>(w), N, C, OC, fresh);
+    });
   }
 };
 
@@ -53,10 +52,10 @@ struct LinearNTNode : Node {
     bool fresh = false;
     Tensor& dinp = g.get_fresh(s.inp.ref, &fresh);
     Tensor& dw = g.get(w);
-    if (inp.is_bf16())  // in a dry run too: it counts oneDNN's scratchpad
-      kernels::matmul_nt_bf16_backward(dinp.bspan(), dw.span(), dout->cbspan(), inp.cbspan(), w.cbspan(), N, C, OC, fresh);
-    else if (!shape_only())
-      kernels::matmul_nt_backward(dinp.span(), dw.span(), dout->cspan(), inp.cspan(), w.cspan(), N, C, OC, fresh);
+    dispatch(inp.dtype(), [&]<class S>() {  // in a dry run too (bf16 counts oneDNN's scratchpad)
+      kernels::matmul_nt_backward<S>(span_of<S>(dinp), dw.span(), cspan_of<S>(*dout), cspan_of<S>(inp),
+                                     cspan_of<S>(w), N, C, OC, fresh);
+    });
   }
 };
 
@@ -72,8 +71,9 @@ struct EmbeddingNode : Node {
     Tensor& dwte = g.get(wte);
     const std::span<float> dwpe = wpe.defined() ? g.get(wpe).span() : std::span<float>{};
     if (shape_only()) return;
-    if (dout->is_bf16()) kernels::encoder_bf16_backward(dwte.span(), dwpe, dout->cbspan(), tokens.data(), B, T, C);
-    else kernels::encoder_backward(dwte.span(), dwpe, dout->cspan(), tokens.data(), B, T, C);
+    dispatch(dout->dtype(), [&]<class S>() {
+      kernels::encoder_backward<S>(dwte.span(), dwpe, cspan_of<S>(*dout), tokens.data(), B, T, C);
+    });
   }
 };
 
@@ -85,10 +85,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::stri
   REMAT_ASSERT(w.dtype() == x.dtype(), "linear: the weight's dtype must be the input's (the bf16 copy under bf16)");
   Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name, x.dtype());
   const std::span<const float> bias = b.defined() ? b.cspan() : std::span<const float>{};
-  if (x.is_bf16())  // in a dry run too: it counts oneDNN's scratchpad
-    kernels::matmul_bf16_forward(out.bspan(), x.cbspan(), w.cbspan(), bias, N, C, OC);
-  else if (!shape_only())
-    kernels::matmul_forward(out.span(), x.cspan(), w.cspan(), bias, N, C, OC);
+  dispatch(x.dtype(), [&]<class S>() {  // in a dry run too (bf16 counts oneDNN's scratchpad)
+    kernels::matmul_forward<S>(span_of<S>(out), cspan_of<S>(x), cspan_of<S>(w), bias, N, C, OC);
+  });
   const double flops = 2.0 * N * C * OC;
   if (!recording()) { count_forward(LinearNode::kOp, name, flops); return out; }
   auto n = std::make_unique<LinearNode>();
@@ -109,10 +108,9 @@ Tensor linear_nt(const Tensor& x, const Tensor& w, const std::string& name) {
   REMAT_ASSERT(w.dim(1) == C, "linear_nt: weight must be (out, in)");
   REMAT_ASSERT(w.dtype() == x.dtype(), "linear_nt: the weight's dtype must be the input's (the bf16 copy under bf16)");
   Tensor out = Tensor::empty(with_last(x.shape(), OC), Category::Activation, name, x.dtype());
-  if (x.is_bf16())  // in a dry run too: it counts oneDNN's scratchpad
-    kernels::matmul_nt_bf16_forward(out.bspan(), x.cbspan(), w.cbspan(), N, C, OC);
-  else if (!shape_only())
-    kernels::matmul_nt_forward(out.span(), x.cspan(), w.cspan(), N, C, OC);
+  dispatch(x.dtype(), [&]<class S>() {  // in a dry run too (bf16 counts oneDNN's scratchpad)
+    kernels::matmul_nt_forward<S>(span_of<S>(out), cspan_of<S>(x), cspan_of<S>(w), N, C, OC);
+  });
   const double flops = 2.0 * N * C * OC;
   if (!recording()) { count_forward(LinearNTNode::kOp, name, flops); return out; }
   auto n = std::make_unique<LinearNTNode>();
@@ -135,12 +133,10 @@ Tensor embedding(std::span<const int32_t> tokens, const Tensor& wte, const Tenso
   REMAT_ASSERT(shape_only() || int64_t(tokens.size()) == B * T, "embedding: token count must be B*T");
   Tensor out = Tensor::empty({B, T, C}, Category::Activation, name, out_dtype);
   const std::span<const float> pos = wpe.defined() ? wpe.cspan() : std::span<const float>{};
-  if (shape_only()) {
-  } else if (out.is_bf16()) {
-    kernels::encoder_bf16_forward(out.bspan(), tokens.data(), wte.cspan(), pos, B, T, C);
-  } else {
-    kernels::encoder_forward(out.span(), tokens.data(), wte.cspan(), pos, B, T, C);
-  }
+  if (!shape_only())
+    dispatch(out_dtype, [&]<class S>() {
+      kernels::encoder_forward<S>(span_of<S>(out), tokens.data(), wte.cspan(), pos, B, T, C);
+    });
   const double flops = wpe.defined() ? double(B) * T * C : 0.0;  // the position add
   if (!recording()) { count_forward(EmbeddingNode::kOp, name, flops); return out; }
   auto n = std::make_unique<EmbeddingNode>();

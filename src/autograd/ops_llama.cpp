@@ -1,14 +1,12 @@
 // The ops LLaMA adds: RMSNorm, the SwiGLU gate and rotary embeddings packed into qkv.
 #include <memory>
 
+#include "autograd/dispatch.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rmsnorm_bf16.h"
 #include "kernels/rope.h"
-#include "kernels/rope_bf16.h"
 #include "kernels/swiglu.h"
-#include "kernels/swiglu_bf16.h"
 
 namespace remat::autograd {
 namespace {
@@ -26,12 +24,10 @@ struct RMSNormNode : Node {
     const Tensor inp = s.inp.get(), rstd = s.rstd.get();
     Tensor &dinp = g.get(s.inp.ref), &dw = g.get(w);
     if (shape_only()) return;
-    if (!dout->is_bf16())
-      kernels::rmsnorm_backward(dinp.span(), dw.span(), dout->cspan(), inp.cspan(), w.cspan(), rstd.cspan(), N, C);
-    else if (inp.is_bf16())
-      kernels::rmsnorm_bf16_backward(dinp.bspan(), dw.span(), dout->cbspan(), inp.cbspan(), w.cspan(), rstd.cspan(), N, C);
-    else  // an fp32 residual stream into a bf16 block
-      kernels::rmsnorm_mixed_backward(dinp.span(), dw.span(), dout->cbspan(), inp.cspan(), w.cspan(), rstd.cspan(), N, C);
+    dispatch_pair(inp.dtype(), dout->dtype(), [&]<class X, class Y>() {
+      kernels::rmsnorm_backward<X, Y>(span_of<X>(dinp), dw.span(), cspan_of<Y>(*dout), cspan_of<X>(inp), w.cspan(),
+                                      rstd.cspan(), N, C);
+    });
   }
 };
 
@@ -46,10 +42,10 @@ struct SwiGLUNode : Node {
     Tensor& dgate = g.get(s.gate.ref);
     Tensor& dup = g.get(s.up.ref);
     if (shape_only()) return;
-    if (gate.is_bf16())
-      kernels::swiglu_bf16_backward(dgate.bspan(), dup.bspan(), dout->cbspan(), gate.cbspan(), up.cbspan(), n);
-    else
-      kernels::swiglu_backward(dgate.span(), dup.span(), dout->cspan(), gate.cspan(), up.cspan(), n);
+    dispatch(gate.dtype(), [&]<class S>() {
+      kernels::swiglu_backward<S>(span_of<S>(dgate), span_of<S>(dup), cspan_of<S>(*dout), cspan_of<S>(gate),
+                                  cspan_of<S>(up), n);
+    });
   }
 };
 
@@ -68,28 +64,13 @@ struct RopeNode : Node {
     Tensor& dk = g.get(k);
     Tensor& dv = g.get(v);
     if (shape_only()) return;
-    if (dqkv->is_bf16())
-      kernels::rope_qkv_bf16_backward(dq.bspan(), dk.bspan(), dv.bspan(), dqkv->cbspan(), cos.cspan(), sin.cspan(), B, T,
-                                      NH, KVH, HS);
-    else
-      kernels::rope_qkv_backward(dq.span(), dk.span(), dv.span(), dqkv->cspan(), cos.cspan(), sin.cspan(), B, T, NH,
-                                 KVH, HS);
+    dispatch(dqkv->dtype(), [&]<class S>() {
+      kernels::rope_qkv_backward<S>(span_of<S>(dq), span_of<S>(dk), span_of<S>(dv), cspan_of<S>(*dqkv), cos.cspan(),
+                                    sin.cspan(), B, T, NH, KVH, HS);
+    });
   }
 };
 
-}  // namespace
-
-namespace {
-// out = rmsnorm(x) with x's rstd given: fp32 -> fp32, bf16 -> bf16, or fp32 -> bf16.
-void rmsnorm_apply_any(Tensor& o, const Tensor& x, const Tensor& w, const Tensor& rstd, int64_t N, int64_t C) {
-  if (!o.is_bf16()) kernels::rmsnorm_apply(o.span(), x.cspan(), w.cspan(), rstd.cspan(), N, C);
-  else if (x.is_bf16()) kernels::rmsnorm_bf16_apply(o.bspan(), x.cbspan(), w.cspan(), rstd.cspan(), N, C);
-  else kernels::rmsnorm_mixed_apply(o.bspan(), x.cspan(), w.cspan(), rstd.cspan(), N, C);
-}
-void swiglu_forward_any(Tensor& o, const Tensor& gate, const Tensor& up, int64_t n) {
-  if (gate.is_bf16()) kernels::swiglu_bf16_forward(o.bspan(), gate.cbspan(), up.cbspan(), n);
-  else kernels::swiglu_forward(o.span(), gate.cspan(), up.cspan(), n);
-}
 }  // namespace
 
 Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps, const std::string& name, DType out_dtype) {
@@ -98,20 +79,19 @@ Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps, const std::string& n
   REMAT_ASSERT(!(x.is_bf16() && out_dtype == DType::F32), "rmsnorm: a bf16 input makes a bf16 output");
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name, out_dtype);
   Tensor rstd = Tensor::empty(rows_of(x.shape()), Category::Activation, name + ".rstd");
-  if (shape_only()) {
-  } else if (!out.is_bf16()) {
-    kernels::rmsnorm_forward(out.span(), rstd.span(), x.cspan(), w.cspan(), N, C, eps);
-  } else if (x.is_bf16()) {
-    kernels::rmsnorm_bf16_forward(out.bspan(), rstd.span(), x.cbspan(), w.cspan(), N, C, eps);
-  } else {
-    kernels::rmsnorm_mixed_forward(out.bspan(), rstd.span(), x.cspan(), w.cspan(), N, C, eps);
-  }
+  if (!shape_only())
+    dispatch_pair(x.dtype(), out_dtype, [&]<class X, class Y>() {
+      kernels::rmsnorm_forward<X, Y>(span_of<Y>(out), rstd.span(), cspan_of<X>(x), w.cspan(), N, C, eps);
+    });
   const double flops = 4.0 * N * C;
   if (!recording()) { count_forward(RMSNormNode::kOp, name, flops); return out; }
   // Selective recomputation (policy `norms`): the output is rebuilt from the saved input and rstd.
   offer_recipe(out, {x, rstd, w}, [name, N, C, out_dtype](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name, out_dtype);
-    if (!shape_only()) rmsnorm_apply_any(o, in[0], in[2], in[1], N, C);
+    if (!shape_only())
+      dispatch_pair(in[0].dtype(), out_dtype, [&]<class X, class Y>() {
+        kernels::rmsnorm_apply<X, Y>(span_of<Y>(o), cspan_of<X>(in[0]), in[2].cspan(), in[1].cspan(), N, C);
+      });
     return o;
   }, 2.0 * N * C);
   auto n = std::make_unique<RMSNormNode>();
@@ -132,13 +112,19 @@ Tensor swiglu(const Tensor& gate, const Tensor& up, const std::string& name) {
   const int64_t n = gate.numel();
   REMAT_ASSERT(gate.dtype() == up.dtype(), "swiglu: gate and up must have the same dtype");
   Tensor out = Tensor::empty(gate.shape(), Category::Activation, name, gate.dtype());
-  if (!shape_only()) swiglu_forward_any(out, gate, up, n);
+  if (!shape_only())
+    dispatch(gate.dtype(), [&]<class S>() {
+      kernels::swiglu_forward<S>(span_of<S>(out), cspan_of<S>(gate), cspan_of<S>(up), n);
+    });
   const double flops = 8.0 * n;  // exp, add, divide, two multiplies (counted as a sigmoid's usual 8)
   if (!recording()) { count_forward(SwiGLUNode::kOp, name, flops); return out; }
   // Selective recomputation (policy `swiglu`): the gated product is rebuilt from gate and up.
   offer_recipe(out, {gate, up}, [name, n](const Tensors& in) {
     Tensor o = Tensor::empty(in[0].shape(), Category::Recompute, name, in[0].dtype());
-    if (!shape_only()) swiglu_forward_any(o, in[0], in[1], n);
+    if (!shape_only())
+      dispatch(o.dtype(), [&]<class S>() {
+        kernels::swiglu_forward<S>(span_of<S>(o), cspan_of<S>(in[0]), cspan_of<S>(in[1]), n);
+      });
     return o;
   }, flops);
   auto nd = std::make_unique<SwiGLUNode>();
@@ -166,12 +152,10 @@ Tensor rope_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t NH, i
     Tensor sin = Tensor::empty({T, HS / 2}, Category::Workspace, name + ".sin");
     if (!shape_only()) {
       kernels::rope_table(cos.span(), sin.span(), T, HS, theta);
-      if (q.is_bf16())
-        kernels::rope_qkv_bf16_forward(out.bspan(), q.cbspan(), k.cbspan(), v.cbspan(), cos.cspan(), sin.cspan(), B, T,
-                                       NH, KVH, HS);
-      else
-        kernels::rope_qkv_forward(out.span(), q.cspan(), k.cspan(), v.cspan(), cos.cspan(), sin.cspan(), B, T, NH, KVH,
-                                  HS);
+      dispatch(q.dtype(), [&]<class S>() {
+        kernels::rope_qkv_forward<S>(span_of<S>(out), cspan_of<S>(q), cspan_of<S>(k), cspan_of<S>(v), cos.cspan(),
+                                     sin.cspan(), B, T, NH, KVH, HS);
+      });
     }
   }
   const double flops = 3.0 * B * T * (NH + KVH) * HS;  // two multiplies and an add per rotated element

@@ -2,23 +2,21 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/dispatch.h"
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "kernels/crossentropy.h"
-#include "kernels/crossentropy_bf16.h"
 
 namespace remat::autograd {
 namespace {
 
 // dlogits (+)= d(losses)/d(logits), in the logits' dtype.
-void crossentropy_backward_any(Tensor& dlogits, const Tensor& dlosses, const Tensor& logits, const Tensor& lse,
-                               const int32_t* targets, int64_t N, int64_t V, bool overwrite) {
-  if (logits.is_bf16())
-    kernels::crossentropy_bf16_backward(dlogits.bspan(), dlosses.cspan(), logits.cbspan(), lse.cspan(), targets, N, V,
-                                        overwrite);
-  else
-    kernels::crossentropy_backward(dlogits.span(), dlosses.cspan(), logits.cspan(), lse.cspan(), targets, N, V,
-                                   overwrite);
+void write_dlogits(Tensor& dlogits, const Tensor& dlosses, const Tensor& logits, const Tensor& lse,
+                           const int32_t* targets, int64_t N, int64_t V, bool overwrite) {
+  dispatch(logits.dtype(), [&]<class S>() {
+    kernels::crossentropy_backward<S>(span_of<S>(dlogits), dlosses.cspan(), cspan_of<S>(logits), lse.cspan(), targets,
+                                      N, V, overwrite);
+  });
 }
 
 struct CrossEntropyNode : Node {
@@ -43,19 +41,19 @@ struct CrossEntropyNode : Node {
     const bool run = !shape_only();
     if (Tensor* acc = g.find_id(ref.id)) {
       // Something else already put a gradient into the logits: add to it.
-      if (run) crossentropy_backward_any(*acc, dlosses, logits, lse, targets.data(), N, V, false);
+      if (run) write_dlogits(*acc, dlosses, logits, lse, targets.data(), N, V, false);
     } else if (logits.use_count() == 1) {
       // Nobody else holds the logits (not the caller, not another node): the (B, T, V) gradient is
       // written over them in place, and the buffer changes hands from saved activation to gradient.
       // No second (B, T, V) buffer, no zero fill; the same bits as accumulating into zeros.
       logits.retag(Category::ActivationGrad);
-      if (run) crossentropy_backward_any(logits, dlosses, logits, lse, targets.data(), N, V, /*overwrite=*/true);
+      if (run) write_dlogits(logits, dlosses, logits, lse, targets.data(), N, V, /*overwrite=*/true);
       g.bind_id(ref.id, std::move(logits));
     } else {
       // Still held elsewhere: a fresh gradient, written (not zero-filled, then added to).
       bool fresh = false;
       Tensor& d = g.get_fresh(ref, &fresh);
-      if (run) crossentropy_backward_any(d, dlosses, logits, lse, targets.data(), N, V, /*overwrite=*/true);
+      if (run) write_dlogits(d, dlosses, logits, lse, targets.data(), N, V, /*overwrite=*/true);
     }
   }
 };
@@ -70,10 +68,9 @@ Tensor cross_entropy(const Tensor& logits, std::span<const int32_t> targets, dou
   {  // the per-row losses are made in a dry run too: it counts what a real run allocates
     Tensor losses = Tensor::empty({N}, Category::Workspace, name + ".losses");
     if (!shape_only()) {
-      if (logits.is_bf16())
-        kernels::crossentropy_bf16_forward(losses.span(), lse.span(), logits.cbspan(), targets.data(), N, V);
-      else
-        kernels::crossentropy_forward(losses.span(), lse.span(), logits.cspan(), targets.data(), N, V);
+      dispatch(logits.dtype(), [&]<class S>() {
+        kernels::crossentropy_forward<S>(losses.span(), lse.span(), cspan_of<S>(logits), targets.data(), N, V);
+      });
       double sum = 0;  // fixed order: deterministic
       for (int64_t i = 0; i < N; ++i) sum += losses.data()[i];
       loss.data()[0] = float(sum / count);

@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/attention_common.h"
 #include "kernels/attention_tile.h"
 #include "kernels/simd.h"
 
@@ -25,7 +26,10 @@ namespace {
 // of a tile start at multiples of 16 in absolute query index.
 constexpr int64_t kRB = 64;
 
-int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+using attention_common::check_heads;
+using attention_common::round16;
+using attention_common::threads_for;
+constexpr const char* kWho = "attention";  // the messages' and the workspace function's name
 
 // Per-thread workspace (floats), with Tp = round16(T) + 16: T-long rows are padded so that rows of
 // the micro-kernel's operands do not alias in L1 (a stride of 1024 floats maps them to one set).
@@ -48,14 +52,6 @@ struct Layout {
     total = bits + round16(2 * ((T + 63) / 64));
   }
 };
-
-// Threads to run on: as many as OpenMP offers and the workspace can hold.
-int threads_for(std::span<float> workspace, int64_t per_thread) {
-  int64_t fit = per_thread > 0 ? int64_t(workspace.size()) / per_thread : 1;
-  REMAT_ASSERT(fit >= 1, "attention: workspace smaller than attention_workspace_floats(..., 1)");
-  REMAT_ASSERT(reinterpret_cast<uintptr_t>(workspace.data()) % 8 == 0, "attention: workspace must be 8-byte aligned");
-  return int(std::min<int64_t>(omp_get_max_threads(), fit));
-}
 
 // out = softmax(row[0..n)) in place (row already scaled); row[n..end) = 0.
 void softmax_row(float* row, int64_t n, int64_t end) {
@@ -105,15 +101,10 @@ void apply_keep(float* dst, const float* src, const uint64_t* bits, int64_t n, f
 #endif
 }
 
-void check_heads(int64_t NH, int64_t KVH, int64_t HS) {
-  REMAT_ASSERT(NH > 0 && KVH > 0 && HS > 0, "attention: NH, KVH and HS must be positive");
-  REMAT_ASSERT(NH % KVH == 0, "attention: NH must be a multiple of KVH");
-}
-
 }  // namespace
 
 int64_t attention_workspace_floats(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS, int64_t threads) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   return std::max<int64_t>(threads, 1) * Layout(T, HS).total;
 }
 
@@ -122,7 +113,7 @@ namespace {
 // gradient, and the (B,NH,T,T) probabilities.
 void check_args(size_t qkv, size_t out, size_t probs, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS,
                 float p) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   REMAT_ASSERT(int64_t(qkv) >= B * T * (NH + 2 * KVH) * HS, "attention: qkv too small");
   REMAT_ASSERT(int64_t(out) >= B * T * NH * HS, "attention: out / dout too small");
   REMAT_ASSERT(int64_t(probs) >= B * NH * T * T, "attention: probs too small");
@@ -157,7 +148,7 @@ void attention_forward(std::span<float> out, std::span<float> probs, std::span<c
   const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
-  const int nthr = threads_for(workspace, L.total);
+  const int nthr = threads_for(kWho, workspace, L.total);
 
   // One (b, h) per iteration, so K^T and V are packed once per query head; each writes its own rows
   // of out and probs.
@@ -207,14 +198,14 @@ int64_t attention_probs_workspace_floats(int64_t T, int64_t HS, int64_t threads)
 
 void attention_probs_forward(std::span<float> probs, std::span<const float> qkv, int64_t B, int64_t T, int64_t NH,
                              int64_t KVH, int64_t HS, std::span<float> workspace) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   REMAT_ASSERT(int64_t(qkv.size()) >= B * T * (NH + 2 * KVH) * HS, "attention: qkv too small");
   REMAT_ASSERT(int64_t(probs.size()) >= B * NH * T * T, "attention: probs too small");
   if (B * T == 0) return;
   const int64_t C3 = (NH + 2 * KVH) * HS, G = NH / KVH;
   const int64_t per_thread = probs_floats_per_thread(T, HS), tp = Layout(T, HS).tp;
   const float scale = 1.f / std::sqrt(float(HS));
-  const int nthr = threads_for(workspace, per_thread);
+  const int nthr = threads_for(kWho, workspace, per_thread);
 
   // As attention_forward, without V: pack the head's scaled K^T, then each query tile's scores and
   // softmax. No dropout (probs are pre-dropout), no P V.
@@ -240,7 +231,7 @@ void attention_backward(std::span<float> dqkv, std::span<const float> dout, std:
   const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
-  const int nthr = threads_for(workspace, L.total);
+  const int nthr = threads_for(kWho, workspace, L.total);
 
   // One (b, kv head) per iteration: it owns that kv head's dK, dV and its G query heads' dQ. It
   // accumulates them over its query heads in increasing order, each over query tiles in order.

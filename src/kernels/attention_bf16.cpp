@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/attention_common.h"
 #include "kernels/attention_tile.h"
 #include "kernels/dot_bf16.h"
 #include "kernels/exp_fast.h"
@@ -24,7 +25,10 @@ namespace {
 using namespace pack_bf16;
 
 constexpr int64_t kRB = 64;  // queries per tile; a multiple of 16
-int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+using attention_common::check_heads;
+using attention_common::round16;
+using attention_common::threads_for;
+constexpr const char* kWho = "attention_bf16";  // the messages' and the workspace function's name
 
 // Per-thread workspace, in 4-byte units. Tq = round16(T) + 16 keys (columns of S; the 16 past the
 // last multiple of 16 keep rows a power of two apart from mapping a tile's 16 rows to a few L1
@@ -68,19 +72,6 @@ struct Layout {
     total = bits + r16(2 * ((T + 63) / 64));
   }
 };
-
-void check_heads(int64_t NH, int64_t KVH, int64_t HS) {
-  REMAT_ASSERT(NH > 0 && KVH > 0 && HS > 0, "attention_bf16: NH, KVH and HS must be positive");
-  REMAT_ASSERT(NH % KVH == 0, "attention_bf16: NH must be a multiple of KVH");
-}
-
-int threads_for(std::span<float> workspace, int64_t per_thread) {
-  const int64_t fit = int64_t(workspace.size()) / per_thread;
-  REMAT_ASSERT(fit >= 1, "attention_bf16: workspace smaller than attention_bf16_workspace_floats(..., 1)");
-  REMAT_ASSERT(reinterpret_cast<uintptr_t>(workspace.data()) % 8 == 0,
-               "attention_bf16: workspace must be 8-byte aligned");
-  return int(std::min<int64_t>(omp_get_max_threads(), fit));
-}
 
 // Causal softmax of one row of scores (fp32, unscaled: s_j = scale * S[j], j < n) into the bf16
 // probability row P[0..T), zeros past n; S (round16(T) floats) is overwritten. 16 lanes (the tail
@@ -132,7 +123,7 @@ void probs_tile(bf16* probs, int64_t T, const bf16x2* Qt, const bf16x2* KT, floa
 
 void check_args(size_t qkv, size_t out, size_t probs, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS,
                 float p) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   REMAT_ASSERT(int64_t(qkv) >= B * T * (NH + 2 * KVH) * HS, "attention_bf16: qkv too small");
   REMAT_ASSERT(int64_t(out) >= B * T * NH * HS, "attention_bf16: out / dout too small");
   REMAT_ASSERT(int64_t(probs) >= B * NH * T * T, "attention_bf16: probs too small");
@@ -142,7 +133,7 @@ void check_args(size_t qkv, size_t out, size_t probs, int64_t B, int64_t T, int6
 }  // namespace
 
 int64_t attention_bf16_workspace_floats(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS, int64_t threads) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   return std::max<int64_t>(threads, 1) * Layout(T, HS).total;
 }
 
@@ -154,7 +145,7 @@ void forward(bf16* out, bf16* probs, const bf16* qkv, int64_t B, int64_t T, int6
   const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
-  const int nthr = threads_for(workspace, L.total);
+  const int nthr = threads_for(kWho, workspace, L.total);
 #pragma omp parallel for schedule(static) num_threads(nthr)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     const int64_t b = bh / NH, h = bh % NH;
@@ -218,7 +209,7 @@ void attention_bf16_forward(std::span<bf16> out, std::span<bf16> probs, std::spa
 
 void attention_bf16_probs_forward(std::span<bf16> probs, std::span<const bf16> qkv, int64_t B, int64_t T, int64_t NH,
                                   int64_t KVH, int64_t HS, std::span<float> workspace) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   REMAT_ASSERT(int64_t(qkv.size()) >= B * T * (NH + 2 * KVH) * HS, "attention_bf16: qkv too small");
   REMAT_ASSERT(int64_t(probs.size()) >= B * NH * T * T, "attention_bf16: probs too small");
   if (B * T == 0) return;
@@ -235,7 +226,7 @@ void attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> dout, s
   const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
-  const int nthr = threads_for(workspace, L.total);
+  const int nthr = threads_for(kWho, workspace, L.total);
 
 #pragma omp parallel for schedule(static) num_threads(nthr)
   for (int64_t bg = 0; bg < B * KVH; ++bg) {

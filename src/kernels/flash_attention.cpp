@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/attention_common.h"
 #include "kernels/attention_tile.h"
 #include "kernels/simd.h"
 
@@ -32,7 +33,10 @@ constexpr int64_t Br = kFlashBr, Bc = kFlashBc;
 static_assert(Br % 16 == 0, "query tile must be a multiple of the vector width");
 static_assert(Bc <= 64, "keep bits of one query row in a tile must fit one uint64");
 
-int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+using attention_common::check_heads;
+using attention_common::round16;
+using attention_common::threads_for;
+constexpr const char* kWho = "flash_attention";  // the messages' and the workspace function's name
 
 // Per-thread workspace layout (floats, each part a multiple of 16):
 //   QT  [HS x Br]  scaled Q^T of the query tile
@@ -61,13 +65,6 @@ struct Layout {
     total = p2 + round16(Br * HS);
   }
 };
-
-int threads_for(std::span<float> workspace, int64_t per_thread) {
-  int64_t fit = int64_t(workspace.size()) / per_thread;
-  REMAT_ASSERT(fit >= 1, "flash_attention: workspace smaller than flash_attention_workspace_floats(..., 1)");
-  REMAT_ASSERT(reinterpret_cast<uintptr_t>(workspace.data()) % 8 == 0, "flash_attention: workspace must be 8-byte aligned");
-  return int(std::min<int64_t>(omp_get_max_threads(), fit));
-}
 
 // Lanes ii of a query tile that may attend key row jj: i0 + ii >= j0 + jj  <=>  ii >= d0 + jj.
 inline int64_t first_valid(int64_t d0, int64_t jj) { return std::max<int64_t>(0, d0 + jj); }
@@ -311,13 +308,8 @@ void backward_bh(const Dims& D, int64_t bh, const float* qkv, const float* out, 
   }
 }
 
-void check_heads(int64_t NH, int64_t KVH, int64_t HS) {
-  REMAT_ASSERT(NH > 0 && KVH > 0 && HS > 0, "flash_attention: NH, KVH and HS must be positive");
-  REMAT_ASSERT(NH % KVH == 0, "flash_attention: NH must be a multiple of KVH");
-}
-
 Dims make_dims(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS, float p, uint64_t seed, uint64_t offset) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   REMAT_ASSERT(p >= 0.f && p < 1.f, "flash_attention: dropout p must be in [0, 1)");
   return Dims{B, T, NH, KVH, HS, NH * HS, (NH + 2 * KVH) * HS, NH / KVH, 1.f / std::sqrt(float(HS)), p,
               p > 0.f ? 1.f / (1.f - p) : 1.f, seed, offset};
@@ -327,7 +319,7 @@ Dims make_dims(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS, float 
 
 int64_t flash_attention_workspace_floats(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS,
                                          int64_t threads) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   return std::max<int64_t>(threads, 1) * Layout(HS).total;
 }
 
@@ -340,7 +332,7 @@ void flash_attention_forward(std::span<float> out, std::span<float> lse, std::sp
   REMAT_ASSERT(int64_t(lse.size()) >= B * NH * T, "flash_attention: lse too small");
   if (B * T == 0) return;
   const int64_t per = Layout(D.HS).total, ntiles = (T + Br - 1) / Br, items = B * NH * ntiles;
-  const int nthr = threads_for(workspace, per);
+  const int nthr = threads_for(kWho, workspace, per);
   // Items in decreasing cost (last query tiles first) for dynamic load balancing. Each item writes
   // its own rows of out/lse, so the schedule does not affect the result.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
@@ -362,7 +354,7 @@ void flash_attention_backward(std::span<float> dqkv, std::span<const float> dout
   REMAT_ASSERT(int64_t(lse.size()) >= B * NH * T, "flash_attention: lse too small");
   if (B * T == 0) return;
   const int64_t per = Layout(D.HS).total;
-  const int nthr = threads_for(workspace, per);
+  const int nthr = threads_for(kWho, workspace, per);
   // One (b, kv head) per item: its query heads run on one thread in increasing order, so each dK, dV
   // element has one writer and a fixed summation order. Every dQ element belongs to one item.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/attention_common.h"
 #include "kernels/attention_tile.h"  // dropout_keep_bits
 #include "kernels/dot_bf16.h"
 #include "kernels/exp_fast.h"
@@ -25,7 +26,10 @@ using namespace pack_bf16;
 constexpr int64_t Br = kFlashBr, Bc = kFlashBc;
 static_assert(Br == Bc && Br % 16 == 0, "aligned square tiles: every key tile a query needs starts at or before it");
 
-int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+using attention_common::check_heads;
+using attention_common::round16;
+using attention_common::threads_for;
+constexpr const char* kWho = "flash_attention_bf16";  // the messages' and the workspace function's name
 
 using vec16::kLanes;
 using vec16::v16f;
@@ -84,19 +88,6 @@ struct Layout {
   }
 };
 
-void check_heads(int64_t NH, int64_t KVH, int64_t HS) {
-  REMAT_ASSERT(NH > 0 && KVH > 0 && HS > 0, "flash_attention_bf16: NH, KVH and HS must be positive");
-  REMAT_ASSERT(NH % KVH == 0, "flash_attention_bf16: NH must be a multiple of KVH");
-}
-
-int threads_for(std::span<float> workspace, int64_t per_thread) {
-  const int64_t fit = int64_t(workspace.size()) / per_thread;
-  REMAT_ASSERT(fit >= 1, "flash_attention_bf16: workspace smaller than flash_attention_bf16_workspace_floats(..., 1)");
-  REMAT_ASSERT(reinterpret_cast<uintptr_t>(workspace.data()) % 8 == 0,
-               "flash_attention_bf16: workspace must be 8-byte aligned");
-  return int(std::min<int64_t>(omp_get_max_threads(), fit));
-}
-
 // Adds an fp32 row to a bf16 row: dst = bf16(dst + src), n elements.
 void add_row(bf16* dst, const float* src, int64_t n) {
   float t[256];
@@ -109,7 +100,7 @@ void add_row(bf16* dst, const float* src, int64_t n) {
 
 void check_args(size_t qkv, size_t out, size_t lse, int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS,
                 float p) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   REMAT_ASSERT(int64_t(qkv) >= B * T * (NH + 2 * KVH) * HS, "flash_attention_bf16: qkv too small");
   REMAT_ASSERT(int64_t(out) >= B * T * NH * HS, "flash_attention_bf16: out / dout too small");
   REMAT_ASSERT(int64_t(lse) >= B * NH * T, "flash_attention_bf16: lse too small");
@@ -120,7 +111,7 @@ void check_args(size_t qkv, size_t out, size_t lse, int64_t B, int64_t T, int64_
 
 int64_t flash_attention_bf16_workspace_floats(int64_t B, int64_t T, int64_t NH, int64_t KVH, int64_t HS,
                                               int64_t threads) {
-  check_heads(NH, KVH, HS);
+  check_heads(kWho, NH, KVH, HS);
   return std::max<int64_t>(threads, 1) * Layout(T, HS).total;
 }
 
@@ -133,7 +124,7 @@ void flash_attention_bf16_forward(std::span<bf16> out, std::span<float> lse, std
   const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
-  const int nthr = threads_for(workspace, L.total);
+  const int nthr = threads_for(kWho, workspace, L.total);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
   for (int64_t item = 0; item < B * NH * ntiles; ++item) {
     const int64_t bh = item / ntiles, b = bh / NH, h = bh % NH, i0 = (item % ntiles) * Br;
@@ -219,7 +210,7 @@ void flash_attention_bf16_backward(std::span<bf16> dqkv, std::span<const bf16> d
   const Layout L(T, HS);
   const float scale = 1.f / std::sqrt(float(HS));
   const float inv_keep = p > 0.f ? 1.f / (1.f - p) : 1.f;
-  const int nthr = threads_for(workspace, L.total);
+  const int nthr = threads_for(kWho, workspace, L.total);
 #pragma omp parallel for schedule(static) num_threads(nthr)
   for (int64_t bg = 0; bg < B * KVH; ++bg) {
     const int64_t b = bg / KVH, kvh = bg % KVH;

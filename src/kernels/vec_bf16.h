@@ -71,8 +71,27 @@ inline float* chunk_out(S* d, float* buf) {
     return buf;
 }
 
+// Where a kernel reads a chunk of n stored values in fp32: p itself when the storage is fp32 (no
+// copy), else buf, filled by widening p[0, n) first, so that the math loop runs on plain fp32 arrays
+// and vectorises.
+template <class S>
+inline const float* chunk_in(const S* p, float* buf, int64_t n) {
+  if constexpr (std::is_same_v<S, float>) {
+    return p;
+  } else {
+    to_float(buf, p, n);
+    return buf;
+  }
+}
+// chunk_out for a kernel that adds into d: the chunk holds d's values in fp32 (d itself, or buf
+// widened from it) and is stored back with store(d, ., n).
+template <class S>
+inline float* chunk_inout(S* d, float* buf, int64_t n) {
+  return const_cast<float*>(chunk_in<S>(d, buf, n));  // d itself (not const) or buf
+}
+
 // REMAT_ASSERT for a kernel written once over its storage type: the message starts with `who`, the
-// public function that was called (rope_qkv_forward or rope_qkv_bf16_forward, ...).
+// public function that was called (rope_qkv_forward, attention_bf16, ...).
 #define REMAT_ASSERT_IN(who, cond, msg)                                                                   \
   do {                                                                                                    \
     if (!(cond)) ::remat::assert_fail(#cond, (std::string(who) + ": " + (msg)).c_str(), __FILE__, __LINE__); \
@@ -87,6 +106,19 @@ inline void for_chunks(int64_t n, F&& fn) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(kChunk, n - c * kChunk));
+}
+
+// For each chunk [c0, c0 + len) of d[0, n), in order: fn(t, c0, len) computes the chunk's fp32 results
+// into t (chunk_out's: d + c0 itself on fp32 storage, a stack buffer on bf16), stored then with store().
+template <class S, class F>
+inline void for_row_chunks(S* d, int64_t n, F&& fn) {
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - c0);
+    float buf[kChunk];
+    float* t = chunk_out(d + c0, buf);
+    fn(t, c0, len);
+    store(d + c0, t, len);
+  }
 }
 
 }  // namespace remat::kernels::vec_bf16

@@ -38,8 +38,8 @@ std::vector<float> random(int64_t n, uint32_t seed, float scale) {
 // backward kernel adds into, with dlosses = dloss / count.
 std::vector<float> reference_dlogits(const std::vector<float>& logits, const std::vector<int32_t>& tgt, float dloss) {
   std::vector<float> losses(kN), lse(kN), dl(kN, float(double(dloss) / kCount)), d(size_t(kN * kV), 0.f);
-  kernels::crossentropy_forward(losses, lse, logits, tgt.data(), kN, kV);
-  kernels::crossentropy_backward(d, dl, logits, lse, tgt.data(), kN, kV);
+  kernels::crossentropy_forward<float>(losses, lse, logits, tgt.data(), kN, kV);
+  kernels::crossentropy_backward<float>(d, dl, logits, lse, tgt.data(), kN, kV);
   return d;
 }
 

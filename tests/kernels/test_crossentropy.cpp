@@ -39,8 +39,8 @@ TEST(CrossEntropy, MatchesNaiveDoubleWithIgnoreIndex) {
   const std::vector<int32_t> tgt = {0, 1002, 17, -1, 500, -100};
   auto dloss = randn(N, 2);
   std::vector<float> loss(N, 9.0f), lse(N), dlogits(N * V, 0.0f);
-  crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
-  crossentropy_backward(dlogits, dloss, logits, lse, tgt.data(), N, V);
+  crossentropy_forward<float>(loss, lse, logits, tgt.data(), N, V);
+  crossentropy_backward<float>(dlogits, dloss, logits, lse, tgt.data(), N, V);
   std::vector<double> rlse, rloss, rgrad;
   ce_ref(logits, tgt, N, V, rlse, rloss, rgrad, dloss);
   for (int64_t n = 0; n < N; ++n) {
@@ -59,11 +59,11 @@ TEST(CrossEntropy, GradientFiniteDifference) {
   const std::vector<int32_t> tgt = {3, -1, 20, 0};
   std::vector<float> lse(N), dlogits(N * V);
   fd_check(
-      N, [&](std::span<float> losses) { crossentropy_forward(losses, lse, logits, tgt.data(), N, V); },
+      N, [&](std::span<float> losses) { crossentropy_forward<float>(losses, lse, logits, tgt.data(), N, V); },
       [&](std::span<const float> dlosses) {
         std::vector<float> losses(N);
-        crossentropy_forward(losses, lse, logits, tgt.data(), N, V);
-        crossentropy_backward(dlogits, dlosses, logits, lse, tgt.data(), N, V);
+        crossentropy_forward<float>(losses, lse, logits, tgt.data(), N, V);
+        crossentropy_backward<float>(dlogits, dlosses, logits, lse, tgt.data(), N, V);
       },
       {{"logits", &logits, &dlogits}});
 }
@@ -76,8 +76,8 @@ TEST(CrossEntropy, DeterministicAcrossThreadCounts) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> loss(N), lse(N), d(N * V, 0.5f);
-    crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
-    crossentropy_backward(d, dloss, logits, lse, tgt.data(), N, V);
+    crossentropy_forward<float>(loss, lse, logits, tgt.data(), N, V);
+    crossentropy_backward<float>(d, dloss, logits, lse, tgt.data(), N, V);
     omp_set_num_threads(2);
     d.insert(d.end(), loss.begin(), loss.end());
     d.insert(d.end(), lse.begin(), lse.end());
@@ -100,11 +100,11 @@ TEST(CrossEntropy, OverwriteAndInPlaceEqualAccumulatingIntoZeros) {
     auto dloss = randn(N, 7);
     dloss[3] = -1e-38f;  // products that underflow: -0 vs +0 matters
     std::vector<float> loss(N), lse(N);
-    crossentropy_forward(loss, lse, logits, tgt.data(), N, V);
+    crossentropy_forward<float>(loss, lse, logits, tgt.data(), N, V);
     std::vector<float> ref(N * V, 0.0f), fresh(N * V, std::nanf("")), inplace = logits;
-    crossentropy_backward(ref, dloss, logits, lse, tgt.data(), N, V);
-    crossentropy_backward(fresh, dloss, logits, lse, tgt.data(), N, V, /*overwrite=*/true);
-    crossentropy_backward(inplace, dloss, inplace, lse, tgt.data(), N, V, /*overwrite=*/true);
+    crossentropy_backward<float>(ref, dloss, logits, lse, tgt.data(), N, V);
+    crossentropy_backward<float>(fresh, dloss, logits, lse, tgt.data(), N, V, /*overwrite=*/true);
+    crossentropy_backward<float>(inplace, dloss, inplace, lse, tgt.data(), N, V, /*overwrite=*/true);
     EXPECT_TRUE(bit_equal(fresh, ref)) << "V=" << V;
     EXPECT_TRUE(bit_equal(inplace, ref)) << "V=" << V;
   }

@@ -13,7 +13,6 @@
 #include "fd_check.h"
 #include "kernels/bf16.h"
 #include "kernels/crossentropy.h"
-#include "kernels/crossentropy_bf16.h"
 
 using namespace remat::kernels;
 using remat::test::randn;
@@ -42,9 +41,9 @@ TEST(CrossEntropyBf16, MatchesFp32TwinInPlaceAndIgnoredRows) {
   t[3] = -1;  // ignored
   t[7] = 1024;  // first element of the second chunk
   std::vector<float> loss(N), lse(N), lref(N), lseref(N);
-  crossentropy_bf16_forward(loss, lse, x, t.data(), N, V);
+  crossentropy_forward<bf16>(loss, lse, x, t.data(), N, V);
   const auto xf = f32(x);
-  crossentropy_forward(lref, lseref, xf, t.data(), N, V);
+  crossentropy_forward<float>(lref, lseref, xf, t.data(), N, V);
   for (int64_t n = 0; n < N; ++n) {
     ASSERT_NEAR(lse[n], lseref[n], 1e-6 * std::fabs(lseref[n])) << n;
     ASSERT_NEAR(loss[n], lref[n], 1e-6 * std::fabs(lseref[n])) << n;
@@ -54,9 +53,9 @@ TEST(CrossEntropyBf16, MatchesFp32TwinInPlaceAndIgnoredRows) {
   const auto d0 = b16(randn(N * V, 3));
   for (bool overwrite : {false, true}) {
     auto dx = d0;
-    crossentropy_bf16_backward(dx, dl, x, lse, t.data(), N, V, overwrite);
+    crossentropy_backward<bf16>(dx, dl, x, lse, t.data(), N, V, overwrite);
     auto dref = overwrite ? std::vector<float>(N * V, 7.0f) : f32(d0);
-    crossentropy_backward(dref, dl, xf, lseref, t.data(), N, V, overwrite);
+    crossentropy_backward<float>(dref, dl, xf, lseref, t.data(), N, V, overwrite);
     for (int64_t i = 0; i < N * V; ++i)
       ASSERT_LE(std::abs(ord(dx[i]) - ord(float_to_bf16(dref[i]))), 1)
           << (overwrite ? "overwrite" : "accumulate") << " at " << i << ": " << bf16_to_float(dx[i]) << " vs "
@@ -65,7 +64,7 @@ TEST(CrossEntropyBf16, MatchesFp32TwinInPlaceAndIgnoredRows) {
       ASSERT_EQ(dx[3 * V + j].bits, overwrite ? uint16_t(0) : d0[3 * V + j].bits) << j;
     if (overwrite) {  // in place over the logits: the same bits
       auto in_place = x;
-      crossentropy_bf16_backward(in_place, dl, in_place, lse, t.data(), N, V, true);
+      crossentropy_backward<bf16>(in_place, dl, in_place, lse, t.data(), N, V, true);
       for (int64_t i = 0; i < N * V; ++i) ASSERT_EQ(in_place[i].bits, dx[i].bits) << i;
     }
   }

@@ -15,7 +15,7 @@ TEST(Encoder, ForwardValues) {
   auto wte = randn(V * C, 1), wpe = randn(maxT * C, 2);
   const std::vector<int32_t> tok = {3, 0, 6, 6, 1, 3};
   std::vector<float> out(B * T * C);
-  encoder_forward(out, tok.data(), wte, wpe, B, T, C);
+  encoder_forward<float>(out, tok.data(), wte, wpe, B, T, C);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
       for (int64_t c = 0; c < C; ++c)
@@ -32,8 +32,8 @@ TEST(Encoder, GradientsFiniteDifference) {
   opt.atol_frac = 1e-3;
   // Unused rows (tokens 2, 4, 5; position 3) must get exactly zero: the FD check covers that too.
   fd_check(
-      B * T * C, [&](std::span<float> out) { encoder_forward(out, tok.data(), wte, wpe, B, T, C); },
-      [&](std::span<const float> dout) { encoder_backward(dwte, dwpe, dout, tok.data(), B, T, C); },
+      B * T * C, [&](std::span<float> out) { encoder_forward<float>(out, tok.data(), wte, wpe, B, T, C); },
+      [&](std::span<const float> dout) { encoder_backward<float>(dwte, dwpe, dout, tok.data(), B, T, C); },
       {{"wte", &wte, &dwte}, {"wpe", &wpe, &dwpe}}, opt);
 }
 
@@ -45,7 +45,7 @@ TEST(Encoder, BackwardIndependentOfThreadCount) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> dwte(V * C, 0.5f), dwpe(T * C, -0.25f);
-    encoder_backward(dwte, dwpe, dout, tok.data(), B, T, C);
+    encoder_backward<float>(dwte, dwpe, dout, tok.data(), B, T, C);
     omp_set_num_threads(2);
     return std::pair{dwte, dwpe};
   };
@@ -68,20 +68,20 @@ TEST(Encoder, EmptyWpeMeansNoPositions) {
   auto wte = randn(V * C, 6);
   const std::vector<int32_t> tok = {3, 0, 6, 6, 1, 3};
   std::vector<float> out(B * T * C, -1.0f);
-  encoder_forward(out, tok.data(), wte, {}, B, T, C);
+  encoder_forward<float>(out, tok.data(), wte, {}, B, T, C);
   for (int64_t bt = 0; bt < B * T; ++bt)
     for (int64_t c = 0; c < C; ++c) ASSERT_EQ(out[bt * C + c], wte[tok[bt] * C + c]);
 
   auto dout = randn(B * T * C, 7);
   std::vector<float> dwte(V * C, 0.5f), dwte_ref(V * C, 0.5f), dwpe(T * C, 0.0f);
-  encoder_backward(dwte, {}, dout, tok.data(), B, T, C);
-  encoder_backward(dwte_ref, dwpe, dout, tok.data(), B, T, C);
+  encoder_backward<float>(dwte, {}, dout, tok.data(), B, T, C);
+  encoder_backward<float>(dwte_ref, dwpe, dout, tok.data(), B, T, C);
   EXPECT_TRUE(bit_equal(dwte, dwte_ref));
 
   std::vector<float> g(V * C);
   FdOptions opt;
   opt.atol_frac = 1e-3;
   fd_check(
-      B * T * C, [&](std::span<float> o) { encoder_forward(o, tok.data(), wte, {}, B, T, C); },
-      [&](std::span<const float> d) { encoder_backward(g, {}, d, tok.data(), B, T, C); }, {{"wte", &wte, &g}}, opt);
+      B * T * C, [&](std::span<float> o) { encoder_forward<float>(o, tok.data(), wte, {}, B, T, C); },
+      [&](std::span<const float> d) { encoder_backward<float>(g, {}, d, tok.data(), B, T, C); }, {{"wte", &wte, &g}}, opt);
 }

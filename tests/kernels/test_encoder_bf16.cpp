@@ -1,4 +1,4 @@
-// The bf16 token + position embedding (encoder_bf16.h) against its fp32 twin (encoder.h) on the same
+// The bf16 token + position embedding (encoder.h on bf16) against the fp32 kernel on the same
 // weights and the same bf16 dout widened to fp32. The forward is one fp32 sum rounded once, so the bits
 // equal the twin's output rounded; the backward sums the exactly widened dout in the twin's order,
 // so dwte/dwpe are bit-identical to the twin's (whose gradient is finite-difference checked in
@@ -11,7 +11,6 @@
 #include "bf16_twin.h"
 #include "fd_check.h"
 #include "kernels/encoder.h"
-#include "kernels/encoder_bf16.h"
 
 using namespace remat::kernels;
 using namespace remat::test;
@@ -35,9 +34,9 @@ TEST(EncoderBf16, ForwardIsTheFp32TwinRounded) {
   for (bool pos : {true, false}) {
     const std::span<const float> pe = pos ? std::span<const float>(wpe) : std::span<const float>();
     std::vector<bf16> out(kB * kT * kC);
-    encoder_bf16_forward(out, tok.data(), wte, pe, kB, kT, kC);
+    encoder_forward<bf16>(out, tok.data(), wte, pe, kB, kT, kC);
     std::vector<float> ref(kB * kT * kC);
-    encoder_forward(ref, tok.data(), wte, pe, kB, kT, kC);
+    encoder_forward<float>(ref, tok.data(), wte, pe, kB, kT, kC);
     expect_bits_of_rounded(out, ref, pos ? "out (wte + wpe)" : "out (wte only)");
   }
 }
@@ -51,8 +50,8 @@ TEST(EncoderBf16, BackwardEqualsFp32TwinBitForBitAndAccumulates) {
     auto rte = dwte0, rpe = dwpe0;
     const std::span<float> gp = pos ? std::span<float>(dwpe) : std::span<float>();
     const std::span<float> rp = pos ? std::span<float>(rpe) : std::span<float>();
-    encoder_bf16_backward(dwte, gp, dout, tok.data(), kB, kT, kC);
-    encoder_backward(rte, rp, f32(dout), tok.data(), kB, kT, kC);
+    encoder_backward<bf16>(dwte, gp, dout, tok.data(), kB, kT, kC);
+    encoder_backward<float>(rte, rp, f32(dout), tok.data(), kB, kT, kC);
     EXPECT_TRUE(bit_equal(dwte, rte)) << "dwte, pos=" << pos;
     EXPECT_TRUE(bit_equal(dwpe, rpe)) << "dwpe, pos=" << pos;  // untouched when pos is false
     EXPECT_FALSE(bit_equal(dwte, dwte0)) << "the gradient must not be zero";
@@ -70,9 +69,9 @@ TEST(EncoderBf16, IndependentOfThreadCount) {
     const int nt = omp_get_max_threads();
     omp_set_num_threads(threads);
     std::vector<bf16> out(kB * kT * kC);
-    encoder_bf16_forward(out, tok.data(), wte, wpe, kB, kT, kC);
+    encoder_forward<bf16>(out, tok.data(), wte, wpe, kB, kT, kC);
     std::vector<float> dwte(kV * kC, 0.5f), dwpe(kMaxT * kC, -0.25f);
-    encoder_bf16_backward(dwte, dwpe, dout, tok.data(), kB, kT, kC);
+    encoder_backward<bf16>(dwte, dwpe, dout, tok.data(), kB, kT, kC);
     omp_set_num_threads(nt);
     return std::tuple{f32(out), dwte, dwpe};
   };

@@ -25,8 +25,8 @@ TEST(Gelu, MatchesDoubleFormula) {
   for (float v : {-1e4f, -100.0f, -30.0f, 30.0f, 100.0f, 1e4f, 0.0f, 1e-20f}) x.push_back(v);
   const int64_t N = int64_t(x.size());
   std::vector<float> out(N), dx(N, 0.0f), ones(N, 1.0f);
-  gelu_forward(out, x, N);
-  gelu_backward(dx, x, ones, N);
+  gelu_forward<float>(out, x, N);
+  gelu_backward<float>(dx, x, ones, N);
   for (int64_t i = 0; i < N; ++i) {
     ASSERT_NEAR(out[i], gelu_ref(x[i]), 2e-6 * std::fabs(x[i]) + 1e-30) << "x=" << x[i];
     ASSERT_NEAR(dx[i], gelu_grad_ref(x[i]), 1e-5) << "x=" << x[i];
@@ -38,8 +38,8 @@ TEST(Gelu, GradientFiniteDifference) {
   auto x = randn(N, 1, 2.0f);
   std::vector<float> dx(N);
   fd_check(
-      N, [&](std::span<float> out) { gelu_forward(out, x, N); },
-      [&](std::span<const float> dout) { gelu_backward(dx, x, dout, N); }, {{"inp", &x, &dx}});
+      N, [&](std::span<float> out) { gelu_forward<float>(out, x, N); },
+      [&](std::span<const float> dout) { gelu_backward<float>(dx, x, dout, N); }, {{"inp", &x, &dx}});
 }
 
 TEST(Gelu, BitIdenticalAcrossRunsThreadsAndOffsets) {
@@ -48,8 +48,8 @@ TEST(Gelu, BitIdenticalAcrossRunsThreadsAndOffsets) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> out(N), dx(N, 0.0f);
-    gelu_forward(out, x, N);
-    gelu_backward(dx, x, d, N);
+    gelu_forward<float>(out, x, N);
+    gelu_backward<float>(dx, x, d, N);
     omp_set_num_threads(2);
     out.insert(out.end(), dx.begin(), dx.end());
     return out;
@@ -59,7 +59,7 @@ TEST(Gelu, BitIdenticalAcrossRunsThreadsAndOffsets) {
   EXPECT_TRUE(bit_equal(r1, r3));
   // A sub-range (different alignment, vector/scalar split) gives the same per-element values.
   std::vector<float> sub(N - 3);
-  gelu_forward(sub, std::span<const float>(x).subspan(3), N - 3);
+  gelu_forward<float>(sub, std::span<const float>(x).subspan(3), N - 3);
   EXPECT_TRUE(bit_equal(sub, std::span<const float>(r1).subspan(3, N - 3)));
 }
 
@@ -67,7 +67,7 @@ TEST(Gelu, BackwardOverwriteIgnoresOldContentsAndEqualsAccumulatingIntoZero) {
   const int64_t N = 1003;
   auto x = randn(N, 4, 3.0f), d = randn(N, 5);
   std::vector<float> acc(N, 0.0f), over(N, std::nanf(""));
-  gelu_backward(acc, x, d, N);
-  gelu_backward(over, x, d, N, /*overwrite=*/true);
+  gelu_backward<float>(acc, x, d, N);
+  gelu_backward<float>(over, x, d, N, /*overwrite=*/true);
   for (int64_t i = 0; i < N; ++i) ASSERT_EQ(over[i], acc[i]) << i;  // == : 0 + g and g differ only in the sign of 0
 }

@@ -17,7 +17,7 @@ TEST(LayerNorm, ForwardMatchesDoubleReference) {
     auto inp = randn(N * C, 1, 2.0f), w = randn(C, 2), b = randn(C, 3);
     for (auto& x : inp) x += 3.0f;  // nonzero mean
     std::vector<float> out(N * C), mean(N), rstd(N);
-    layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+    layernorm_forward<float>(out, mean, rstd, inp, w, b, N, C);
     for (int64_t n = 0; n < N; ++n) {
       double m = 0.0, v = 0.0;
       for (int64_t c = 0; c < C; ++c) m += inp[n * C + c];
@@ -37,8 +37,8 @@ TEST(LayerNorm, ApplyIsBitIdenticalToForward) {
   const int64_t N = 64, C = 771;  // odd C exercises the vector tail
   auto inp = randn(N * C, 4), w = randn(C, 5), b = randn(C, 6);
   std::vector<float> out(N * C), mean(N), rstd(N), out2(N * C, -1.0f);
-  layernorm_forward(out, mean, rstd, inp, w, b, N, C);
-  layernorm_apply(out2, inp, w, b, mean, rstd, N, C);
+  layernorm_forward<float>(out, mean, rstd, inp, w, b, N, C);
+  layernorm_apply<float>(out2, inp, w, b, mean, rstd, N, C);
   EXPECT_TRUE(bit_equal(out, out2));
 }
 
@@ -47,11 +47,11 @@ TEST(LayerNorm, GradientsFiniteDifference) {
   auto inp = randn(N * C, 7), w = randn(C, 8), b = randn(C, 9);
   std::vector<float> mean(N), rstd(N), dinp(N * C), dw(C), db(C);
   fd_check(
-      N * C, [&](std::span<float> out) { layernorm_forward(out, mean, rstd, inp, w, b, N, C); },
+      N * C, [&](std::span<float> out) { layernorm_forward<float>(out, mean, rstd, inp, w, b, N, C); },
       [&](std::span<const float> dout) {
         std::vector<float> out(N * C);
-        layernorm_forward(out, mean, rstd, inp, w, b, N, C);  // fresh mean/rstd for the current inp
-        layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+        layernorm_forward<float>(out, mean, rstd, inp, w, b, N, C);  // fresh mean/rstd for the current inp
+        layernorm_backward<float>(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
       },
       {{"inp", &inp, &dinp}, {"weight", &w, &dw}, {"bias", &b, &db}});
 }
@@ -62,8 +62,8 @@ TEST(LayerNorm, DeterministicAndThreadCountIndependent) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> out(N * C), mean(N), rstd(N), dinp(N * C, 1.0f), dw(C, 1.0f), db(C, 1.0f);
-    layernorm_forward(out, mean, rstd, inp, w, b, N, C);
-    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    layernorm_forward<float>(out, mean, rstd, inp, w, b, N, C);
+    layernorm_backward<float>(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
     omp_set_num_threads(2);
     std::vector<float> all = out;
     for (auto* v : {&mean, &rstd, &dinp, &dw, &db}) all.insert(all.end(), v->begin(), v->end());

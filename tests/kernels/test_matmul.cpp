@@ -15,8 +15,8 @@ TEST(Matmul, ForwardMatchesNaive) {
   const int64_t N = 7, C = 13, OC = 19;
   auto inp = randn(N * C, 1), w = randn(C * OC, 2), b = randn(OC, 3);
   std::vector<float> out(N * OC, 123.0f), out_nb(N * OC, 123.0f);
-  matmul_forward(out, inp, w, b, N, C, OC);
-  matmul_forward(out_nb, inp, w, {}, N, C, OC);
+  matmul_forward<float>(out, inp, w, b, N, C, OC);
+  matmul_forward<float>(out_nb, inp, w, {}, N, C, OC);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OC; ++o) {
       double s = 0.0;
@@ -31,8 +31,8 @@ TEST(Matmul, GradientsFiniteDifference) {
   auto inp = randn(N * C, 4), w = randn(C * OC, 5), b = randn(OC, 6);
   std::vector<float> dinp(N * C), dw(C * OC), db(OC);
   fd_check(
-      N * OC, [&](std::span<float> out) { matmul_forward(out, inp, w, b, N, C, OC); },
-      [&](std::span<const float> dout) { matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC); },
+      N * OC, [&](std::span<float> out) { matmul_forward<float>(out, inp, w, b, N, C, OC); },
+      [&](std::span<const float> dout) { matmul_backward<float>(dinp, dw, db, dout, inp, w, N, C, OC); },
       {{"inp", &inp, &dinp}, {"weight", &w, &dw}, {"bias", &b, &db}});
 }
 
@@ -40,8 +40,8 @@ TEST(Matmul, EmptyDinpAndDbiasAreSkipped) {
   const int64_t N = 5, C = 4, OC = 3;
   auto inp = randn(N * C, 7), w = randn(C * OC, 8), dout = randn(N * OC, 9);
   std::vector<float> dinp(N * C), dw1(C * OC), db(OC), dw2(C * OC);
-  matmul_backward(dinp, dw1, db, dout, inp, w, N, C, OC);
-  matmul_backward({}, dw2, {}, dout, inp, w, N, C, OC);
+  matmul_backward<float>(dinp, dw1, db, dout, inp, w, N, C, OC);
+  matmul_backward<float>({}, dw2, {}, dout, inp, w, N, C, OC);
   EXPECT_TRUE(bit_equal(dw1, dw2));
   for (int64_t o = 0; o < OC; ++o) {
     double s = 0.0;
@@ -57,13 +57,13 @@ TEST(MatmulNT, MatchesMatmulWithTransposedWeight) {
   for (int64_t o = 0; o < OC; ++o)
     for (int64_t c = 0; c < C; ++c) w[c * OC + o] = wt[o * C + c];
   std::vector<float> out1(N * OC), out2(N * OC);
-  matmul_nt_forward(out1, inp, wt, N, C, OC);
-  matmul_forward(out2, inp, w, {}, N, C, OC);
+  matmul_nt_forward<float>(out1, inp, wt, N, C, OC);
+  matmul_forward<float>(out2, inp, w, {}, N, C, OC);
   for (int64_t i = 0; i < N * OC; ++i) EXPECT_NEAR(out1[i], out2[i], 1e-5);
 
   std::vector<float> dinp1(N * C), dwt(OC * C), dinp2(N * C), dw(C * OC), db(OC);
-  matmul_nt_backward(dinp1, dwt, dout, inp, wt, N, C, OC);
-  matmul_backward(dinp2, dw, db, dout, inp, w, N, C, OC);
+  matmul_nt_backward<float>(dinp1, dwt, dout, inp, wt, N, C, OC);
+  matmul_backward<float>(dinp2, dw, db, dout, inp, w, N, C, OC);
   for (int64_t i = 0; i < N * C; ++i) EXPECT_NEAR(dinp1[i], dinp2[i], 1e-5);
   for (int64_t o = 0; o < OC; ++o)
     for (int64_t c = 0; c < C; ++c) EXPECT_NEAR(dwt[o * C + c], dw[c * OC + o], 1e-5);
@@ -74,8 +74,8 @@ TEST(MatmulNT, GradientsFiniteDifference) {
   auto inp = randn(N * C, 13), wt = randn(OC * C, 14);
   std::vector<float> dinp(N * C), dwt(OC * C);
   fd_check(
-      N * OC, [&](std::span<float> out) { matmul_nt_forward(out, inp, wt, N, C, OC); },
-      [&](std::span<const float> dout) { matmul_nt_backward(dinp, dwt, dout, inp, wt, N, C, OC); },
+      N * OC, [&](std::span<float> out) { matmul_nt_forward<float>(out, inp, wt, N, C, OC); },
+      [&](std::span<const float> dout) { matmul_nt_backward<float>(dinp, dwt, dout, inp, wt, N, C, OC); },
       {{"inp", &inp, &dinp}, {"weight", &wt, &dwt}});
 }
 
@@ -85,7 +85,7 @@ TEST(Matmul, BackwardDeterministic) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> dinp(N * C), dw(C * OC), db(OC);
-    matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+    matmul_backward<float>(dinp, dw, db, dout, inp, w, N, C, OC);
     omp_set_num_threads(2);
     return std::tuple{dinp, dw, db};
   };
@@ -103,12 +103,12 @@ TEST(Matmul, DinpOverwriteIgnoresOldContentsAndEqualsAccumulatingIntoZero) {
   auto inp = randn(N * C, 17), w = randn(C * OC, 18), wt = randn(OC * C, 19), dout = randn(N * OC, 20);
   std::vector<float> zero(N * C, 0.0f), garbage = randn(N * C, 21, 100.0f);
   std::vector<float> dw_a(C * OC), dw_b(C * OC), db_a(OC), db_b(OC);
-  matmul_backward(zero, dw_a, db_a, dout, inp, w, N, C, OC);
-  matmul_backward(garbage, dw_b, db_b, dout, inp, w, N, C, OC, /*dinp_overwrite=*/true);
+  matmul_backward<float>(zero, dw_a, db_a, dout, inp, w, N, C, OC);
+  matmul_backward<float>(garbage, dw_b, db_b, dout, inp, w, N, C, OC, /*dinp_overwrite=*/true);
   for (int64_t i = 0; i < N * C; ++i) ASSERT_FLOAT_EQ(zero[i], garbage[i]) << i;
   EXPECT_TRUE(bit_equal(dw_a, dw_b));  // dweight still accumulates
   std::vector<float> zero_nt(N * C, 0.0f), garbage_nt = randn(N * C, 22, 100.0f), dw_c(OC * C), dw_d(OC * C);
-  matmul_nt_backward(zero_nt, dw_c, dout, inp, wt, N, C, OC);
-  matmul_nt_backward(garbage_nt, dw_d, dout, inp, wt, N, C, OC, /*dinp_overwrite=*/true);
+  matmul_nt_backward<float>(zero_nt, dw_c, dout, inp, wt, N, C, OC);
+  matmul_nt_backward<float>(garbage_nt, dw_d, dout, inp, wt, N, C, OC, /*dinp_overwrite=*/true);
   for (int64_t i = 0; i < N * C; ++i) ASSERT_FLOAT_EQ(zero_nt[i], garbage_nt[i]) << i;
 }

@@ -1,5 +1,4 @@
 // The bf16 dense layers against their fp32 twins (matmul.h) run on the same bf16-rounded values.
-#include "kernels/matmul_bf16.h"
 
 #include <gtest/gtest.h>
 
@@ -62,21 +61,21 @@ TEST(MatmulBf16, ForwardBackwardMatchFp32Twin) {
       const auto inpf = f32(inp), wf = f32(w), doutf = f32(dout);
       // forward
       std::vector<bf16> out(N * OC);
-      matmul_bf16_forward(out, inp, w, bias, N, C, OC);
+      matmul_forward<bf16>(out, inp, w, bias, N, C, OC);
       std::vector<float> ref(N * OC), mag(N * OC);
-      matmul_forward(ref, inpf, wf, bias, N, C, OC);
-      matmul_forward(mag, absv(inpf), absv(wf), absv(bias), N, C, OC);
+      matmul_forward<float>(ref, inpf, wf, bias, N, C, OC);
+      matmul_forward<float>(mag, absv(inpf), absv(wf), absv(bias), N, C, OC);
       expect_bf16_near(out, ref, mag, "out");
       // backward, accumulating into noise (bf16 dinp, fp32 dweight and dbias)
       const auto dinp0 = b16(randn(N * C, 5));
       const auto dw0 = randn(C * OC, 6), db0 = randn(OC, 7);
       auto dinp = dinp0;
       auto dw = dw0, db = db0;
-      matmul_bf16_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+      matmul_backward<bf16>(dinp, dw, db, dout, inp, w, N, C, OC);
       auto dinp_ref = f32(dinp0), dw_ref = dw0, db_ref = db0;
-      matmul_backward(dinp_ref, dw_ref, db_ref, doutf, inpf, wf, N, C, OC);
+      matmul_backward<float>(dinp_ref, dw_ref, db_ref, doutf, inpf, wf, N, C, OC);
       auto dinp_mag = absv(f32(dinp0)), dw_mag = absv(dw0), db_mag = absv(db0);
-      matmul_backward(dinp_mag, dw_mag, db_mag, absv(doutf), absv(inpf), absv(wf), N, C, OC);
+      matmul_backward<float>(dinp_mag, dw_mag, db_mag, absv(doutf), absv(inpf), absv(wf), N, C, OC);
       expect_bf16_near(dinp, dinp_ref, dinp_mag, "dinp +=");
       expect_f32_near(dw, dw_ref, dw_mag, "dweight +=");
       // dbias: the same fp32 sums in the same order as the fp32 kernel: identical bits.
@@ -84,10 +83,10 @@ TEST(MatmulBf16, ForwardBackwardMatchFp32Twin) {
       // dinp_overwrite ignores what dinp held (NaN here); dinp and dbias may be skipped.
       std::vector<bf16> dinp_w(N * C, float_to_bf16(std::numeric_limits<float>::quiet_NaN()));
       auto dw2 = dw0;
-      matmul_bf16_backward(dinp_w, dw2, {}, dout, inp, w, N, C, OC, true);
+      matmul_backward<bf16>(dinp_w, dw2, {}, dout, inp, w, N, C, OC, true);
       std::vector<float> fresh(N * C, 0.0f), fresh_mag(N * C, 0.0f), scratch_w(C * OC, 0.0f);
-      matmul_backward(fresh, scratch_w, {}, doutf, inpf, wf, N, C, OC);
-      matmul_backward(fresh_mag, scratch_w, {}, absv(doutf), absv(inpf), absv(wf), N, C, OC);
+      matmul_backward<float>(fresh, scratch_w, {}, doutf, inpf, wf, N, C, OC);
+      matmul_backward<float>(fresh_mag, scratch_w, {}, absv(doutf), absv(inpf), absv(wf), N, C, OC);
       expect_bf16_near(dinp_w, fresh, fresh_mag, "dinp overwrite");
       expect_f32_near(dw2, dw_ref, dw_mag, "dweight, no dbias");
     }
@@ -98,21 +97,21 @@ TEST(MatmulBf16, NtForwardBackwardMatchFp32Twin) {
   const auto inp = b16(randn(N * C, 11)), w = b16(randn(OC * C, 12)), dout = b16(randn(N * OC, 13));
   const auto inpf = f32(inp), wf = f32(w), doutf = f32(dout);
   std::vector<bf16> out(N * OC);
-  matmul_nt_bf16_forward(out, inp, w, N, C, OC);
+  matmul_nt_forward<bf16>(out, inp, w, N, C, OC);
   std::vector<float> ref(N * OC), mag(N * OC);
-  matmul_nt_forward(ref, inpf, wf, N, C, OC);
-  matmul_nt_forward(mag, absv(inpf), absv(wf), N, C, OC);
+  matmul_nt_forward<float>(ref, inpf, wf, N, C, OC);
+  matmul_nt_forward<float>(mag, absv(inpf), absv(wf), N, C, OC);
   expect_bf16_near(out, ref, mag, "out");
   const auto dinp0 = b16(randn(N * C, 14));
   const auto dw0 = randn(OC * C, 15);
   for (bool overwrite : {false, true}) {
     auto dinp = dinp0;
     auto dw = dw0;
-    matmul_nt_bf16_backward(dinp, dw, dout, inp, w, N, C, OC, overwrite);
+    matmul_nt_backward<bf16>(dinp, dw, dout, inp, w, N, C, OC, overwrite);
     std::vector<float> dinp_ref = overwrite ? std::vector<float>(N * C, 0.0f) : f32(dinp0), dw_ref = dw0;
     std::vector<float> dinp_mag = absv(dinp_ref), dw_mag = absv(dw0);
-    matmul_nt_backward(dinp_ref, dw_ref, doutf, inpf, wf, N, C, OC);
-    matmul_nt_backward(dinp_mag, dw_mag, absv(doutf), absv(inpf), absv(wf), N, C, OC);
+    matmul_nt_backward<float>(dinp_ref, dw_ref, doutf, inpf, wf, N, C, OC);
+    matmul_nt_backward<float>(dinp_mag, dw_mag, absv(doutf), absv(inpf), absv(wf), N, C, OC);
     expect_bf16_near(dinp, dinp_ref, dinp_mag, overwrite ? "dinp overwrite" : "dinp +=");
     expect_f32_near(dw, dw_ref, dw_mag, "dweight +=");
   }

@@ -23,10 +23,7 @@
 #include "fd_check.h"
 #include "kernels/bf16.h"
 #include "kernels/layernorm.h"
-#include "kernels/layernorm_bf16.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rmsnorm_bf16.h"
-#include "kernels/vec_bf16.h"
 
 using namespace remat::kernels;
 using namespace remat::test;
@@ -56,10 +53,8 @@ void expect_grad_f32(const std::vector<float>& got, const std::vector<float>& tw
 // C = 1100 spans one full 1024-element chunk, a partial one and a 12-lane tail.
 constexpr int64_t kN = 24, kC = 1100;
 
-// X is the type of the input and of its gradient: bf16 (*_bf16_* kernels) or float (*_mixed_*:
-// --fp32-residual's fp32 input and dinp); the output and dout are bf16 in both. by_storage<X>(mixed
-// kernel, bf16 kernel) picks the kernel.
-using vec_bf16::by_storage;
+// X is the type of the input and of its gradient: bf16, or float (the mixed form: --fp32-residual's
+// fp32 input and dinp); the output and dout are bf16 in both: the kernels <X, bf16>.
 // What the fp32 twin reads for an X input (bf16 widened, fp32 as is), and the tolerance of a dinp of X.
 std::vector<float> as_f32(const std::vector<bf16>& v) { return f32(v); }
 std::vector<float> as_f32(const std::vector<float>& v) { return v; }
@@ -84,22 +79,22 @@ void layernorm_matches_twin(uint64_t s) {
   const auto w = randn(kC, s + 3), b = randn(kC, s + 4), dw0 = randn(kC, s + 5), db0 = randn(kC, s + 6);
   std::vector<bf16> out(kN * kC);
   std::vector<float> mean(kN), rstd(kN);
-  by_storage<X>(layernorm_mixed_forward, layernorm_bf16_forward)(out, mean, rstd, x, w, b, kN, kC);
+  layernorm_forward<X, bf16>(out, mean, rstd, x, w, b, kN, kC);
   std::vector<float> ref(kN * kC), mref(kN), rref(kN);
-  layernorm_forward(ref, mref, rref, as_f32(x), w, b, kN, kC);
+  layernorm_forward<float>(ref, mref, rref, as_f32(x), w, b, kN, kC);
   expect_stats(mean, mref, "mean");
   expect_stats(rstd, rref, "rstd");
   expect_within_1ulp(out, ref, "out");
   std::vector<bf16> again(kN * kC);  // recompute from the saved statistics: the same bits
-  by_storage<X>(layernorm_mixed_apply, layernorm_bf16_apply)(again, x, w, b, mean, rstd, kN, kC);
+  layernorm_apply<X, bf16>(again, x, w, b, mean, rstd, kN, kC);
   ASSERT_TRUE(same_bits(again, out));
 
   auto dx = dx0;  // pre-filled: the kernel must add
   auto dw = dw0, db = db0;
-  by_storage<X>(layernorm_mixed_backward, layernorm_bf16_backward)(dx, dw, db, d, x, w, mean, rstd, kN, kC);
+  layernorm_backward<X, bf16>(dx, dw, db, d, x, w, mean, rstd, kN, kC);
   auto dxr = as_f32(dx0);
   auto dwr = dw0, dbr = db0;
-  layernorm_backward(dxr, dwr, dbr, f32(d), as_f32(x), w, mref, rref, kN, kC);
+  layernorm_backward<float>(dxr, dwr, dbr, f32(d), as_f32(x), w, mref, rref, kN, kC);
   expect_grad(dx, dxr, "dinp");
   expect_grad_f32(dw, dwr, "dweight");
   expect_grad_f32(db, dbr, "dbias");
@@ -111,8 +106,8 @@ void layernorm_matches_twin(uint64_t s) {
   std::vector<float> mean1(kN), rstd1(kN);
   const int nt = omp_get_max_threads();
   omp_set_num_threads(1);
-  by_storage<X>(layernorm_mixed_forward, layernorm_bf16_forward)(out1, mean1, rstd1, x, w, b, kN, kC);
-  by_storage<X>(layernorm_mixed_backward, layernorm_bf16_backward)(dx1, dw1, db1, d, x, w, mean, rstd, kN, kC);
+  layernorm_forward<X, bf16>(out1, mean1, rstd1, x, w, b, kN, kC);
+  layernorm_backward<X, bf16>(dx1, dw1, db1, d, x, w, mean, rstd, kN, kC);
   omp_set_num_threads(nt);
   EXPECT_TRUE(same_bits(out1, out) && same_bits(mean1, mean) && same_bits(rstd1, rstd));
   EXPECT_TRUE(same_bits(dx1, dx) && same_bits(dw1, dw) && same_bits(db1, db));
@@ -127,21 +122,21 @@ void rmsnorm_matches_twin(uint64_t s) {
   const auto w = randn(kC, s + 3), dw0 = randn(kC, s + 4);
   std::vector<bf16> out(kN * kC);
   std::vector<float> rstd(kN);
-  by_storage<X>(rmsnorm_mixed_forward, rmsnorm_bf16_forward)(out, rstd, x, w, kN, kC, eps);
+  rmsnorm_forward<X, bf16>(out, rstd, x, w, kN, kC, eps);
   std::vector<float> ref(kN * kC), rref(kN);
-  rmsnorm_forward(ref, rref, as_f32(x), w, kN, kC, eps);
+  rmsnorm_forward<float>(ref, rref, as_f32(x), w, kN, kC, eps);
   expect_stats(rstd, rref, "rstd");
   expect_within_1ulp(out, ref, "out");
   std::vector<bf16> again(kN * kC);
-  by_storage<X>(rmsnorm_mixed_apply, rmsnorm_bf16_apply)(again, x, w, rstd, kN, kC);
+  rmsnorm_apply<X, bf16>(again, x, w, rstd, kN, kC);
   ASSERT_TRUE(same_bits(again, out));
 
   auto dx = dx0;
   auto dw = dw0;
-  by_storage<X>(rmsnorm_mixed_backward, rmsnorm_bf16_backward)(dx, dw, d, x, w, rstd, kN, kC);
+  rmsnorm_backward<X, bf16>(dx, dw, d, x, w, rstd, kN, kC);
   auto dxr = as_f32(dx0);
   auto dwr = dw0;
-  rmsnorm_backward(dxr, dwr, f32(d), as_f32(x), w, rref, kN, kC);
+  rmsnorm_backward<float>(dxr, dwr, f32(d), as_f32(x), w, rref, kN, kC);
   expect_grad(dx, dxr, "dinp");
   expect_grad_f32(dw, dwr, "dweight");
 
@@ -151,8 +146,8 @@ void rmsnorm_matches_twin(uint64_t s) {
   std::vector<float> rstd1(kN);
   const int nt = omp_get_max_threads();
   omp_set_num_threads(1);
-  by_storage<X>(rmsnorm_mixed_forward, rmsnorm_bf16_forward)(out1, rstd1, x, w, kN, kC, eps);
-  by_storage<X>(rmsnorm_mixed_backward, rmsnorm_bf16_backward)(dx1, dw1, d, x, w, rstd, kN, kC);
+  rmsnorm_forward<X, bf16>(out1, rstd1, x, w, kN, kC, eps);
+  rmsnorm_backward<X, bf16>(dx1, dw1, d, x, w, rstd, kN, kC);
   omp_set_num_threads(nt);
   EXPECT_TRUE(same_bits(out1, out) && same_bits(rstd1, rstd));
   EXPECT_TRUE(same_bits(dx1, dx) && same_bits(dw1, dw));

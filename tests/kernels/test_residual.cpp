@@ -14,13 +14,13 @@ TEST(Residual, ForwardAndInPlace) {
   const int64_t N = 1001;
   auto a = randn(N, 1), b = randn(N, 2);
   std::vector<float> out(N);
-  residual_forward(out, a, b, N);
+  residual_forward<float>(out, a, b, N);
   for (int64_t i = 0; i < N; ++i) ASSERT_EQ(out[i], a[i] + b[i]);
   auto x = a;
-  residual_forward(x, x, b, N);  // out aliasing a: x = x + b
+  residual_forward<float>(x, x, b, N);  // out aliasing a: x = x + b
   EXPECT_TRUE(bit_equal(x, out));
   auto y = a;
-  add_inplace(y, b, N);
+  add_inplace<float>(y, b, N);
   EXPECT_TRUE(bit_equal(y, out));
 }
 
@@ -29,15 +29,15 @@ TEST(Residual, GradientsFiniteDifference) {
   auto a = randn(N, 3), b = randn(N, 4);
   std::vector<float> da(N), db(N);
   fd_check(
-      N, [&](std::span<float> out) { residual_forward(out, a, b, N); },
-      [&](std::span<const float> dout) { residual_backward(da, db, dout, N); }, {{"a", &a, &da}, {"b", &b, &db}});
+      N, [&](std::span<float> out) { residual_forward<float>(out, a, b, N); },
+      [&](std::span<const float> dout) { residual_backward<float>(da, db, dout, N); }, {{"a", &a, &da}, {"b", &b, &db}});
 }
 
 TEST(Residual, BackwardAccumulatesExactly) {
   const int64_t N = 100;
   auto da = randn(N, 5), db = randn(N, 6), d = randn(N, 7);
   auto da0 = da, db0 = db;
-  residual_backward(da, db, d, N);
+  residual_backward<float>(da, db, d, N);
   for (int64_t i = 0; i < N; ++i) {
     ASSERT_EQ(da[i], da0[i] + d[i]);
     ASSERT_EQ(db[i], db0[i] + d[i]);
@@ -48,6 +48,6 @@ TEST(Residual, AssignCopiesExactly) {
   const int64_t N = 1001;
   auto s = randn(N, 8);
   std::vector<float> d(N, std::nanf(""));
-  assign(d, s, N);
+  assign<float>(d, s, N);
   EXPECT_TRUE(bit_equal(d, s));
 }

@@ -18,7 +18,7 @@ TEST(RmsNorm, ForwardMatchesDoubleReference) {
       auto inp = randn(N * C, 1, 2.0f), w = randn(C, 2);
       for (auto& x : inp) x += 3.0f;  // nonzero mean: RMSNorm must not subtract it
       std::vector<float> out(N * C), rstd(N);
-      rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+      rmsnorm_forward<float>(out, rstd, inp, w, N, C, eps);
       for (int64_t n = 0; n < N; ++n) {
         double ms = 0.0;
         for (int64_t c = 0; c < C; ++c) ms += double(inp[n * C + c]) * inp[n * C + c];
@@ -37,7 +37,7 @@ TEST(RmsNorm, ForwardMatchesDoubleReference) {
 TEST(RmsNorm, EpsDominatesAZeroRow) {
   const int64_t N = 1, C = 20;
   std::vector<float> inp(C, 0.0f), w = randn(C, 3), out(C, -1.0f), rstd(N);
-  rmsnorm_forward(out, rstd, inp, w, N, C, 1e-6f);
+  rmsnorm_forward<float>(out, rstd, inp, w, N, C, 1e-6f);
   EXPECT_NEAR(rstd[0], 1000.0f, 1e-2f);
   for (float o : out) EXPECT_EQ(o, 0.0f);
 }
@@ -46,8 +46,8 @@ TEST(RmsNorm, ApplyIsBitIdenticalToForward) {
   const int64_t N = 64, C = 771;  // odd C exercises the vector tail
   auto inp = randn(N * C, 4), w = randn(C, 5);
   std::vector<float> out(N * C), rstd(N), out2(N * C, -1.0f);
-  rmsnorm_forward(out, rstd, inp, w, N, C, 1e-5f);
-  rmsnorm_apply(out2, inp, w, rstd, N, C);
+  rmsnorm_forward<float>(out, rstd, inp, w, N, C, 1e-5f);
+  rmsnorm_apply<float>(out2, inp, w, rstd, N, C);
   EXPECT_TRUE(bit_equal(out, out2));
 }
 
@@ -57,11 +57,11 @@ TEST(RmsNorm, GradientsFiniteDifference) {
     for (auto& x : inp) x += 0.5f;  // nonzero mean
     std::vector<float> rstd(N), dinp(N * C), dw(C);
     fd_check(
-        N * C, [&](std::span<float> out) { rmsnorm_forward(out, rstd, inp, w, N, C, 1e-5f); },
+        N * C, [&](std::span<float> out) { rmsnorm_forward<float>(out, rstd, inp, w, N, C, 1e-5f); },
         [&](std::span<const float> dout) {
           std::vector<float> out(N * C);
-          rmsnorm_forward(out, rstd, inp, w, N, C, 1e-5f);  // fresh rstd for the current inp
-          rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+          rmsnorm_forward<float>(out, rstd, inp, w, N, C, 1e-5f);  // fresh rstd for the current inp
+          rmsnorm_backward<float>(dinp, dw, dout, inp, w, rstd, N, C);
         },
         {{"inp", &inp, &dinp}, {"weight", &w, &dw}});
   }
@@ -73,8 +73,8 @@ TEST(RmsNorm, DeterministicAndThreadCountIndependent) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> out(N * C), rstd(N), dinp(N * C, 1.0f), dw(C, 1.0f);
-    rmsnorm_forward(out, rstd, inp, w, N, C, 1e-5f);
-    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+    rmsnorm_forward<float>(out, rstd, inp, w, N, C, 1e-5f);
+    rmsnorm_backward<float>(dinp, dw, dout, inp, w, rstd, N, C);
     omp_set_num_threads(2);
     std::vector<float> all = out;
     for (auto* v : {&rstd, &dinp, &dw}) all.insert(all.end(), v->begin(), v->end());

@@ -51,7 +51,7 @@ TEST(Rope, ForwardMatchesDoubleReference) {
     auto q = randn(B * T * QC, 1), k = randn(B * T * KC, 2), v = randn(B * T * KC, 3);
     auto tb = rope_tables(T, HS);
     std::vector<float> qkv(B * T * C3, std::nanf(""));
-    rope_qkv_forward(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
+    rope_qkv_forward<float>(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) {
         const int64_t bt = b * T + t;
@@ -78,7 +78,7 @@ TEST(Rope, PreservesPairNormsAndPositionZeroIsIdentity) {
     auto q = randn(B * T * QC, 4), k = randn(B * T * KC, 5), v = randn(B * T * KC, 6);
     auto tb = rope_tables(T, HS);
     std::vector<float> qkv(B * T * C3);
-    rope_qkv_forward(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
+    rope_qkv_forward<float>(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
     for (int64_t bt = 0; bt < B * T; ++bt) {
       const int64_t t = bt % T;
       auto check = [&](const float* x, const float* y) {
@@ -103,9 +103,9 @@ TEST(Rope, BackwardOfForwardIsTheInverseRotation) {
     auto q = randn(B * T * QC, 7), k = randn(B * T * KC, 8), v = randn(B * T * KC, 9);
     auto tb = rope_tables(T, HS);
     std::vector<float> qkv(B * T * C3), dq(B * T * QC, 0.0f), dk(B * T * KC, 0.0f), dv(B * T * KC, 0.0f);
-    rope_qkv_forward(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
+    rope_qkv_forward<float>(qkv, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS);
     // R orthogonal: R^T (R x) = x.
-    rope_qkv_backward(dq, dk, dv, qkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
+    rope_qkv_backward<float>(dq, dk, dv, qkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
     for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(dq[i], q[i], 1e-6 * (1 + std::fabs(q[i]))) << i;
     for (size_t i = 0; i < k.size(); ++i) ASSERT_NEAR(dk[i], k[i], 1e-6 * (1 + std::fabs(k[i]))) << i;
     EXPECT_TRUE(bit_equal(dv, v));  // 0 + v
@@ -120,8 +120,8 @@ TEST(Rope, GradientsFiniteDifference) {
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
     fd_check(
         B * T * C3,
-        [&](std::span<float> out) { rope_qkv_forward(out, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS); },
-        [&](std::span<const float> dout) { rope_qkv_backward(dq, dk, dv, dout, tb.cos, tb.sin, B, T, NH, KVH, HS); },
+        [&](std::span<float> out) { rope_qkv_forward<float>(out, q, k, v, tb.cos, tb.sin, B, T, NH, KVH, HS); },
+        [&](std::span<const float> dout) { rope_qkv_backward<float>(dq, dk, dv, dout, tb.cos, tb.sin, B, T, NH, KVH, HS); },
         {{"q", &q, &dq}, {"k", &k, &dk}, {"v", &v, &dv}});
   }
 }
@@ -132,19 +132,19 @@ TEST(Rope, EmptyGradientsAreSkipped) {
   auto dqkv = randn(B * T * C3, 13);
   const auto q0 = randn(B * T * QC, 14), k0 = randn(B * T * KC, 15), v0 = randn(B * T * KC, 16);
   auto dq = q0, dk = k0, dv = v0;
-  rope_qkv_backward(dq, dk, dv, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
+  rope_qkv_backward<float>(dq, dk, dv, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
   // Each gradient alone gives the same bits as all three together.
   auto dq1 = q0;
-  rope_qkv_backward(dq1, {}, {}, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
+  rope_qkv_backward<float>(dq1, {}, {}, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
   auto dk1 = k0;
-  rope_qkv_backward({}, dk1, {}, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
+  rope_qkv_backward<float>({}, dk1, {}, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
   auto dv1 = v0;
-  rope_qkv_backward({}, {}, dv1, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
+  rope_qkv_backward<float>({}, {}, dv1, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);
   EXPECT_TRUE(bit_equal(dq, dq1));
   EXPECT_TRUE(bit_equal(dk, dk1));
   EXPECT_TRUE(bit_equal(dv, dv1));
   EXPECT_FALSE(bit_equal(dq, q0));  // and it did add something
-  rope_qkv_backward({}, {}, {}, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);  // nothing to do: fine
+  rope_qkv_backward<float>({}, {}, {}, dqkv, tb.cos, tb.sin, B, T, NH, KVH, HS);  // nothing to do: fine
 }
 
 TEST(Rope, DeterministicAndThreadCountIndependent) {
@@ -156,8 +156,8 @@ TEST(Rope, DeterministicAndThreadCountIndependent) {
     std::vector<float> cos(T * HS / 2), sin(T * HS / 2), qkv(B * T * C3);
     std::vector<float> dq(q.size(), 1.0f), dk(k.size(), 1.0f), dv(v.size(), 1.0f);
     rope_table(cos, sin, T, HS, 10000.0f);
-    rope_qkv_forward(qkv, q, k, v, cos, sin, B, T, NH, KVH, HS);
-    rope_qkv_backward(dq, dk, dv, dqkv, cos, sin, B, T, NH, KVH, HS);
+    rope_qkv_forward<float>(qkv, q, k, v, cos, sin, B, T, NH, KVH, HS);
+    rope_qkv_backward<float>(dq, dk, dv, dqkv, cos, sin, B, T, NH, KVH, HS);
     omp_set_num_threads(2);
     std::vector<float> all = qkv;
     for (auto* x : {&cos, &sin, &dq, &dk, &dv}) all.insert(all.end(), x->begin(), x->end());
@@ -173,6 +173,6 @@ TEST(RopeDeathTest, OddHeadSizeIsRejected) {
   std::vector<float> cos(10), sin(10);
   EXPECT_DEATH(rope_table(cos, sin, 2, 5, 10000.0f), "HS must be even");
   std::vector<float> q(5), k(5), v(5), qkv(15);
-  EXPECT_DEATH(rope_qkv_forward(qkv, q, k, v, cos, sin, 1, 1, 1, 1, 5), "HS must be even");
-  EXPECT_DEATH(rope_qkv_backward(q, k, v, qkv, cos, sin, 1, 1, 1, 1, 5), "HS must be even");
+  EXPECT_DEATH(rope_qkv_forward<float>(qkv, q, k, v, cos, sin, 1, 1, 1, 1, 5), "HS must be even");
+  EXPECT_DEATH(rope_qkv_backward<float>(q, k, v, qkv, cos, sin, 1, 1, 1, 1, 5), "HS must be even");
 }

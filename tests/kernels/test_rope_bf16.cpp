@@ -1,4 +1,4 @@
-// bf16 RoPE (rope_bf16.h) against its fp32 twin (rope.h) on the same bf16 q, k, v widened to fp32: every
+// bf16 RoPE (rope.h on bf16) against the fp32 kernel on the same bf16 q, k, v widened to fp32: every
 // rotated value is the twin's expression in fp32 rounded once, so within one bf16 ulp of the twin's
 // output rounded (FMA contraction may differ; a value that cancels to near zero may be off by a few
 // fp32 ulps of its terms, 1e-6 of the largest value); v is copied bit for bit. The backward adds the
@@ -16,7 +16,6 @@
 #include "bf16_twin.h"
 #include "fd_check.h"
 #include "kernels/rope.h"
-#include "kernels/rope_bf16.h"
 #include "rope_case.h"
 
 using namespace remat::kernels;
@@ -47,11 +46,11 @@ struct Case {
   }
   int64_t n3() const { return sh.B * sh.T * sh.C3(); }
   void forward(std::vector<bf16>& qkv) const {
-    rope_qkv_bf16_forward(qkv, q, k, v, tb.cos, tb.sin, sh.B, sh.T, sh.NH, sh.KVH, sh.HS);
+    rope_qkv_forward<bf16>(qkv, q, k, v, tb.cos, tb.sin, sh.B, sh.T, sh.NH, sh.KVH, sh.HS);
   }
   // Adds into whichever of dq, dk, dv is non-empty.
   void backward(std::span<bf16> dq, std::span<bf16> dk, std::span<bf16> dv) const {
-    rope_qkv_bf16_backward(dq, dk, dv, g, tb.cos, tb.sin, sh.B, sh.T, sh.NH, sh.KVH, sh.HS);
+    rope_qkv_backward<bf16>(dq, dk, dv, g, tb.cos, tb.sin, sh.B, sh.T, sh.NH, sh.KVH, sh.HS);
   }
 };
 
@@ -64,7 +63,7 @@ TEST(RopeBf16, ForwardMatchesFp32Twin) {
     std::vector<bf16> qkv(c.n3());
     c.forward(qkv);
     std::vector<float> ref(c.n3());
-    rope_qkv_forward(ref, f32(c.q), f32(c.k), f32(c.v), c.tb.cos, c.tb.sin, B, T, NH, KVH, HS);
+    rope_qkv_forward<float>(ref, f32(c.q), f32(c.k), f32(c.v), c.tb.cos, c.tb.sin, B, T, NH, KVH, HS);
     expect_within_1ulp(qkv, ref, "qkv, HS=" + std::to_string(HS), 1e-6);
     // The v part is a copy: identical bits.
     const int64_t QC = sh.QC(), KC = sh.KC(), C3 = sh.C3();
@@ -80,7 +79,7 @@ TEST(RopeBf16, BackwardMatchesFp32TwinAndAccumulates) {
     auto dq = c.dq0, dk = c.dk0, dv = c.dv0;
     c.backward(dq, dk, dv);
     auto rq = f32(c.dq0), rk = f32(c.dk0), rv = f32(c.dv0);
-    rope_qkv_backward(rq, rk, rv, f32(c.g), c.tb.cos, c.tb.sin, B, T, NH, KVH, HS);
+    rope_qkv_backward<float>(rq, rk, rv, f32(c.g), c.tb.cos, c.tb.sin, B, T, NH, KVH, HS);
     const std::string at = ", HS=" + std::to_string(HS);
     expect_within_1ulp(dq, rq, "dq" + at, 1e-6);
     expect_within_1ulp(dk, rk, "dk" + at, 1e-6);

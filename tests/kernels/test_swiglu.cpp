@@ -26,8 +26,8 @@ TEST(SwiGlu, MatchesDoubleFormula) {
   const int64_t n = int64_t(g.size());
   auto u = randn(n, 1, 2.0f);
   std::vector<float> out(n), dg(n, 0.0f), du(n, 0.0f), ones(n, 1.0f);
-  swiglu_forward(out, g, u, n);
-  swiglu_backward(dg, du, ones, g, u, n);
+  swiglu_forward<float>(out, g, u, n);
+  swiglu_backward<float>(dg, du, ones, g, u, n);
   for (int64_t i = 0; i < n; ++i) {
     const double silu = silu_ref(g[i]);
     ASSERT_NEAR(out[i], silu * u[i], 2e-6 * std::fabs(g[i] * u[i]) + 1e-30) << "g=" << g[i];
@@ -41,8 +41,8 @@ TEST(SwiGlu, ExtremeInputsStayFinite) {
   const int64_t n = int64_t(g.size());
   const std::vector<float> u(n, 3.0f), d(n, 1.0f);
   std::vector<float> out(n), dg(n, 0.0f), du(n, 0.0f);
-  swiglu_forward(out, g, u, n);
-  swiglu_backward(dg, du, d, g, u, n);
+  swiglu_forward<float>(out, g, u, n);
+  swiglu_backward<float>(dg, du, d, g, u, n);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_TRUE(std::isfinite(out[i]) && std::isfinite(dg[i]) && std::isfinite(du[i])) << "g=" << g[i];
   }
@@ -60,8 +60,8 @@ TEST(SwiGlu, GradientsFiniteDifference) {
   auto g = randn(n, 2, 3.0f), u = randn(n, 3);
   std::vector<float> dg(n), du(n);
   fd_check(
-      n, [&](std::span<float> out) { swiglu_forward(out, g, u, n); },
-      [&](std::span<const float> dout) { swiglu_backward(dg, du, dout, g, u, n); },
+      n, [&](std::span<float> out) { swiglu_forward<float>(out, g, u, n); },
+      [&](std::span<const float> dout) { swiglu_backward<float>(dg, du, dout, g, u, n); },
       {{"gate", &g, &dg}, {"up", &u, &du}});
 }
 
@@ -71,8 +71,8 @@ TEST(SwiGlu, BitIdenticalAcrossRunsThreadsAndOffsets) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> out(n), dg(n, 0.0f), du(n, 0.0f);
-    swiglu_forward(out, g, u, n);
-    swiglu_backward(dg, du, d, g, u, n);
+    swiglu_forward<float>(out, g, u, n);
+    swiglu_backward<float>(dg, du, d, g, u, n);
     omp_set_num_threads(2);
     out.insert(out.end(), dg.begin(), dg.end());
     out.insert(out.end(), du.begin(), du.end());
@@ -83,10 +83,10 @@ TEST(SwiGlu, BitIdenticalAcrossRunsThreadsAndOffsets) {
   EXPECT_TRUE(bit_equal(r1, r3));
   // A sub-range (different alignment, vector/scalar split) gives the same per-element values.
   std::vector<float> sub(n - 3);
-  swiglu_forward(sub, std::span<const float>(g).subspan(3), std::span<const float>(u).subspan(3), n - 3);
+  swiglu_forward<float>(sub, std::span<const float>(g).subspan(3), std::span<const float>(u).subspan(3), n - 3);
   EXPECT_TRUE(bit_equal(sub, std::span<const float>(r1).subspan(3, n - 3)));
   std::vector<float> sdg(n - 3, 0.0f), sdu(n - 3, 0.0f);
-  swiglu_backward(sdg, sdu, std::span<const float>(d).subspan(3), std::span<const float>(g).subspan(3),
+  swiglu_backward<float>(sdg, sdu, std::span<const float>(d).subspan(3), std::span<const float>(g).subspan(3),
                   std::span<const float>(u).subspan(3), n - 3);
   EXPECT_TRUE(bit_equal(sdg, std::span<const float>(r1).subspan(n + 3, n - 3)));
   EXPECT_TRUE(bit_equal(sdu, std::span<const float>(r1).subspan(2 * n + 3, n - 3)));
@@ -96,7 +96,7 @@ TEST(SwiGlu, ForwardInPlaceOverGate) {
   const int64_t n = 1003;
   auto g = randn(n, 7, 3.0f), u = randn(n, 8);
   std::vector<float> out(n), inplace = g;
-  swiglu_forward(out, g, u, n);
-  swiglu_forward(inplace, inplace, u, n);
+  swiglu_forward<float>(out, g, u, n);
+  swiglu_forward<float>(inplace, inplace, u, n);
   EXPECT_TRUE(bit_equal(out, inplace));
 }
