@@ -17,6 +17,7 @@
 
 #include "cli/flags.h"
 #include "core/error.h"
+#include "core/stats.h"
 #include "kernels/bf16.h"
 #include "kernels/dot_bf16.h"
 #include "kernels/gemm.h"
@@ -99,11 +100,6 @@ nlohmann::json profile_json(const std::vector<autograd::OpProfile>& steps) {
   std::map<std::string, std::vector<autograd::OpProfile::Entry>> per_op;
   for (const auto& p : steps)
     for (const auto& [key, e] : p.ops) per_op[key].push_back(e);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& [key, es] : per_op) {
     auto med = [&](auto field) {
@@ -436,11 +432,6 @@ TimeResult time_config(const BenchFlags& f, const TimeConfig& tc, const StepPlan
   }
   res.load1 = load_average();
 
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
   auto flops = [&](const Row& r) {
     const planner::ComputePrediction c = planner::predict_compute(planner::splice(traces, r.policy), r.schedule);
     return c.fwd + c.bwd + c.recompute;

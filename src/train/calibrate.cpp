@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "core/error.h"
+#include "core/stats.h"
 
 namespace remat {
 
@@ -19,13 +20,6 @@ double cpu_now() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Actions the executor runs in its forward phase: the leading first-pass forwards.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "train/budget.h"
 #include "planner/optimal.h"
 #include "planner/planner.h"
@@ -420,9 +421,7 @@ StepTiming time_against_none(const TrainOptions& run, int timed, int warmup) {
       if (k >= warmup) dt.push_back(d);
       if (peak) *peak = std::max(*peak, m.peak_activation);
     }
-    std::sort(dt.begin(), dt.end());
-    const size_t n = dt.size();
-    return n % 2 ? dt[n / 2] : 0.5 * (dt[n / 2 - 1] + dt[n / 2]);
+    return median(dt);
   };
   r.store_all_s = median_step(none, &r.store_all_peak_activation);
   r.run_s = median_step(o, nullptr);
