@@ -14,7 +14,7 @@ Activations and time, one precision (the default):
   saved_tensors_hooks count (same method in both peers), both per step. --precision bf16 runs remat
   with --precision bf16 and the peer with --autocast bf16.
 
-bf16 speed, four rows per config (issue #10, "Speed, in a benchmark"):
+bf16 speed, four rows per config:
 
     python3 bench/compare_peer.py --speed [--configs 'L12 C256 T256 B8 V256; L12 C768 T512 B4 V8192'] \
         [--strategies none] [--rounds 1] [--steps 5] [--warmup 2]
@@ -24,8 +24,8 @@ bf16 speed, four rows per config (issue #10, "Speed, in a benchmark"):
   median kept); the four run round-robin, --rounds times, the first row of round r being row r mod 4,
   so that the machine's drift hits all four alike. A row's ms/step is the median of its rounds'
   medians, its tokens/s is B*T over that. Ratios are of tokens/s: remat bf16 / PyTorch bf16 autocast,
-  remat bf16 / PyTorch fp32, remat bf16 / remat fp32, with the issue's targets where the config is one
-  of the issue's. GFLOP/s is the model's forward + backward FLOPs per step (remat's dry run, the same
+  remat bf16 / PyTorch fp32, remat bf16 / remat fp32, with remat's speed targets where it has set one
+  for the config (the two default configs). GFLOP/s is the model's forward + backward FLOPs per step (remat's dry run, the same
   count for every row: recomputation is not counted, so it is tokens/s in other units), against
   oneDNN's bf16 matmul and the fp32 sgemm as remat bench measures them at the start of each run
   (2048x768x3072, the median over the config's runs; with an older remat that measures only sgemm,
@@ -34,7 +34,7 @@ bf16 speed, four rows per config (issue #10, "Speed, in a benchmark"):
   before and after. --configs takes remat bench's syntax (L layers, C channels, NH heads, KVH kv-heads,
   H hidden, T seq, B batch, V vocab); a key left out takes the flag's value, except NH, which is C/64
   (GPT-2's head size) unless --heads is given. Without --configs, model flags (--layers ...) give one
-  config; with none of them, the issue's two configs run.
+  config; with none of them, the two default configs run (GPT-2 L12 C256 T256 B8 V256, L12 C768 T512 B4 V8192).
 
 --arch gpt2 (default): remat `bench --json ...` against ../shared/peers/run.sh (torch_gpt2_ckpt.py),
 run exactly as shipped.
@@ -378,7 +378,7 @@ def speed_tables(a):
             r = res["rows"][key]
             print(f"{res['config']:{w}s} {res['strategy']:8s} {label:22s} {r['ms']:9.1f} {r['tok_s']:8.0f} "
                   f"{r['gflops']:8.1f} {pct(r['gflops'], rr.get('bf16')):>8s} {pct(r['gflops'], rr.get('sgemm')):>7s}")
-    print("\nremat bf16's tokens/s over each row's (issue #10's targets where the config is the issue's):")
+    print("\nremat bf16's tokens/s over each row's (with the targets, where remat has set one for the config):")
     print(f"{'config':{w}s} {'strategy':8s} {'/ PyTorch bf16':>22s} {'/ PyTorch fp32':>22s} {'/ remat fp32':>22s}")
     for res in results:
         key = (res["arch"], res["layers"], res["channels"], res["seq"], res["batch"], res["vocab"])

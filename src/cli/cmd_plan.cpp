@@ -40,7 +40,7 @@ std::string boundary_text(size_t bytes, const ModelConfig& c) {
 }
 
 // One block's activation bytes, term by term, from the dry run (store-everything, no policy), beside
-// Korthikanti et al.'s per-layer count sbh(34 + 5as/h) and, for the presets the textbook works
+// Korthikanti et al.'s per-layer count sbh(34 + 5as/h) and, for the presets the usual figures are quoted for
 // through, its figures. remat counts fp32 tensors as its ops save them; each difference is named.
 void print_terms(const planner::StepTrace& tr, const Model& model, const std::string& preset) {
   if (tr.blocks.empty()) return;
@@ -86,46 +86,46 @@ void print_terms(const planner::StepTrace& tr, const Model& model, const std::st
   const double x_elems = double(tr.boundary_bytes) / double(dtype_size(c.residual_dtype()));
   const double x_fp32 = 4 * x_elems, x16 = 2 * x_elems;
   if (preset == "gpt2") {
-    std::printf("textbook figures (GPT-2 small):\n");
-    std::printf("  section 2, |x| at B=8, T=1024: 6.3 M elements, 12 MiB in bf16. remat: |x| = B*T*C = %.2f M "
+    std::printf("usual figures (GPT-2 small):\n");
+    std::printf("  the usual figure, |x| at B=8, T=1024: 6.3 M elements, 12 MiB in bf16. remat: |x| = B*T*C = %.2f M "
                 "elements at B=%lld, T=%lld: %s in bf16, %s in fp32%s\n",
                 x_elems / 1e6, (long long)tr.B, (long long)tr.T, format_bytes(size_t(x16)).c_str(),
                 format_bytes(size_t(x_fp32)).c_str(), bf ? "" : " (this run is fp32: --precision bf16 stores the 16-bit size)");
   }
   if (preset == "llama-7b") {
-    std::printf("textbook figures (LLaMA-7B):\n");
-    std::printf("  section 2, |x| at B=8, T=4096: 0.5 GB. remat: |x| = B*T*C = %.0f M elements at B=%lld, T=%lld: %s "
-                "fp32, %s bf16; at B=8, T=4096 it is 134 M elements, 512 MiB fp32 -- the textbook's 0.5 GB is the fp32 "
-                "size, 256 MiB in bf16. L|x| at B=8: 16 GiB fp32 (the textbook's ~16 GB)\n",
+    std::printf("usual figures (LLaMA-7B):\n");
+    std::printf("  the usual figure, |x| at B=8, T=4096: 0.5 GB. remat: |x| = B*T*C = %.0f M elements at B=%lld, T=%lld: %s "
+                "fp32, %s bf16; at B=8, T=4096 it is 134 M elements, 512 MiB fp32 -- the usual 0.5 GB is the fp32 "
+                "size, 256 MiB in bf16. L|x| at B=8: 16 GiB fp32 (the usual ~16 GB)\n",
                 b * s * h / 1e6, (long long)tr.B, (long long)tr.T, format_bytes(size_t(x_fp32)).c_str(),
                 format_bytes(size_t(x16)).c_str());
     std::printf("  attention scores per block hT^2 = 32 x 4096^2 = 5.4e8 entries (~1 GB bf16) per sequence, x32 "
                 "blocks ~ 32 GB: remat at B=%lld, T=%lld keeps %s of T x T terms per block (%s), %s in all\n",
                 (long long)tr.B, (long long)tr.T, format_bytes(size_t(quadratic)).c_str(), prec,
                 format_bytes(size_t(quadratic * double(c.L))).c_str());
-    std::printf("  section 7, selective ~16 GB -> ~4 GB (~5%%), block ~1 GB (~33%%): see the frontier and "
+    std::printf("  Korthikanti et al. (2022): selective ~16 GB -> ~4 GB (~5%%); Chen et al. (2016): block ~1 GB (~33%%): see the frontier and "
                 "--policy selective / --recompute block below; remat's figures are %s and whole-block\n", prec);
   }
 }
 
 
-// The spec's self-test (a): for L = 96 (GPT-3's depth), the memory ratio of store-everything to sqrt
-// checkpointing, and the compute overhead. The spec's formulas and round numbers first, then remat's
-// figures for the same model: the boundaries the formulas count, then every saved tensor by dry run.
+// Self-test (a): for L = 96 (GPT-3's depth), the memory ratio of store-everything to sqrt checkpointing
+// (Chen et al., 2016), and the compute overhead. The formulas and their usual round numbers first, then
+// remat's figures for the same model: the boundaries the formulas count, then every saved tensor by dry run.
 void print_self_test_a(const Candidates& c, const PlanTarget& t) {
   const planner::StepTrace& tr = c.problem.traces[0];
   const int L = int(c.cfg.L);
   const double l = double(L), r = std::sqrt(l);
   std::printf("self-test (a), L=%d: store everything against sqrt(L) checkpointing\n", L);
-  std::printf("  the spec: M_naive = L|x| = %d|x|; M_checkpoint = 2 sqrt(L)|x| = %.2f|x| (sqrt(L) checkpoints and one "
-              "segment of sqrt(L) in flight); ratio L / (2 sqrt(L)) = sqrt(L)/2 = %.2f, its \"roughly 5x\". The "
-              "boxed \"reduces activation memory by sqrt(L)\", \"memory / ~10\" for L = 96, is sqrt(L) = %.2f: the "
+  std::printf("  Chen et al. (2016): M_naive = L|x| = %d|x|; M_checkpoint = 2 sqrt(L)|x| = %.2f|x| (sqrt(L) checkpoints and one "
+              "segment of sqrt(L) in flight); ratio L / (2 sqrt(L)) = sqrt(L)/2 = %.2f, the usual \"roughly 5x\". The "
+              "often quoted \"reduces activation memory by sqrt(L)\", \"memory / ~10\" for L = 96, is sqrt(L) = %.2f: the "
               "checkpoints alone, the segment in flight left out. Compute: backward = 2 forwards, and one extra "
-              "forward of every block, (1 + 2 + 1) / (1 + 2) = %.3f, its \"x1.33\"\n",
+              "forward of every block, (1 + 2 + 1) / (1 + 2) = %.3f, the usual \"x1.33\"\n",
               L, 2 * r, r / 2, r, 4.0 / 3.0);
   const StrategySpec sq = parse_strategy("sqrt", L, true, true);
   const int K = int(sq.segments.size()), longest = *std::max_element(sq.segments.begin(), sq.segments.end());
-  std::printf("  remat, boundaries as the spec counts them: sqrt = ceil(sqrt(%d)) = %d segments of at most %d blocks, "
+  std::printf("  remat, boundaries as the formulas count them: sqrt = ceil(sqrt(%d)) = %d segments of at most %d blocks, "
               "%d checkpoints + %d in flight = %d|x| against %d|x|: ratio %.2f (|x| = %s at micro-batch %lld, T=%lld)\n",
               L, K, longest, K, longest, K + longest, L, l / double(K + longest),
               format_bytes(tr.boundary_bytes).c_str(), (long long)t.micro, (long long)t.T);
@@ -133,16 +133,16 @@ void print_self_test_a(const Candidates& c, const PlanTarget& t) {
   const StepPlan text = price_strategy(c, sq, "none", t);
   const StepPlan dflt = price_strategy(c, parse_strategy("sqrt", L, false), "none", t);
   const double fwd = tr.blocks[0].fwd_flops(), bwd = tr.blocks[0].bwd_flops();
-  std::printf("  remat, every saved tensor (dry run, fp32): none %s; sqrt as the spec runs it (every segment "
+  std::printf("  remat, every saved tensor (dry run, fp32): none %s; sqrt as Chen et al. run it (every segment "
               "recomputed, one replay keeping internals) %s: ratio %.2f, overhead %.3f; sqrt as remat runs it by "
               "default (last segment stored, replay keeping block inputs) %s: ratio %.2f, overhead %.3f. "
-              "The ratio is not the spec's: store-everything keeps each block's internals (%s, not |x|), and sqrt "
+              "The ratio is not the formulas': store-everything keeps each block's internals (%s, not |x|), and sqrt "
               "keeps one block's internals on top of its boundaries\n",
               format_bytes(none.activation_peak).c_str(), format_bytes(text.activation_peak).c_str(),
               double(none.activation_peak) / double(text.activation_peak), text.compute.overhead(),
               format_bytes(dflt.activation_peak).c_str(), double(none.activation_peak) / double(dflt.activation_peak),
               dflt.compute.overhead(), format_bytes(tr.blocks[0].kept_bytes()).c_str());
-  std::printf("  the overhead in FLOPs: a block's backward is %.3f forwards (the spec's 2); the embedding and the head "
+  std::printf("  the overhead in FLOPs: a block's backward is %.3f forwards (the formulas' 2); the embedding and the head "
               "are never recomputed. The whole step (parameters, gradients and AdamW state included): none %s, "
               "sqrt %s\n",
               bwd / fwd, format_bytes(none.step.peak_total).c_str(), format_bytes(text.step.peak_total).c_str());
@@ -157,7 +157,7 @@ struct Row {
 
 double flops(const planner::ComputePrediction& c) { return c.fwd + c.bwd + c.recompute; }
 
-// The textbook strategies of the spec, priced like any plan: none, sqrt, uniform:K for a few K,
+// The textbook strategies, priced like any plan: none, sqrt, uniform:K for a few K,
 // block, selective (store everything, the attention scores dropped) and flash (store everything with
 // flash attention).
 std::vector<Row> textbook_rows(const Candidates& c, const Candidates* flash, const PlanTarget& t) {
@@ -401,7 +401,7 @@ void add_plan(CLI::App& root) {
       // A plan timed by a calibration holds for the calibration's thread count (the plan file says so).
       if (chosen->threads > 0) model_flags += " --threads " + std::to_string(chosen->threads);
       if (how.empty()) {  // no short spelling (a kernel per block has none): train plans the same again
-        how = "--budget " + std::to_string(*budget) + (cal ? " --calibration " + f.calibration : "");
+        how = "--budget " + shell_quoted(f.budget) + (cal ? " --calibration " + shell_quoted(f.calibration) : "");
         if (target.allow_flash) model_flags += " --attention auto";
       } else if (target.allow_flash || chosen->cfg.attention != cfg.attention) {
         model_flags += std::string(" --attention ") + autograd::attention_kind_name(chosen->cfg.attention);

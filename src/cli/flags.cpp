@@ -253,7 +253,8 @@ std::string shell_quoted(const std::string& v) {
 
 std::string ModelFlags::command_line(int64_t seq) const {
   const auto quoted = shell_quoted;
-  std::string s = " --preset " + quoted(preset);
+  // The preset only when given: train's default is the same (kDefaultPreset).
+  std::string s = given("--preset") ? " --preset " + quoted(preset) : "";
   for (const char* flag : {"--arch", "--layers", "--channels", "--heads", "--kv-heads", "--hidden", "--rope-theta",
                            "--vocab", "--block-size", "--dropout", "--attention", "--precision"}) {
     const CLI::Option* o = app_ ? app_->get_option_no_throw(flag) : nullptr;

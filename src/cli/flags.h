@@ -44,8 +44,8 @@ struct ModelFlags {
   // Sets OpenMP's thread count from --threads (1 .. max_threads()), or leaves OpenMP's default.
   void apply_threads() const;
   // The model flags of a `remat train` command that builds this model at sequence length `seq`:
-  // " --preset P" (always), every other model flag given, as typed (--threads and --attention auto
-  // excepted), and " --seq T".
+  // " --preset P" when given (train's default preset is the same), every other model flag given, as
+  // typed (--threads and --attention auto excepted), and " --seq T".
   std::string command_line(int64_t seq) const;
   // Was `flag` given on the command line (add_to's app)?
   bool given(const std::string& flag) const;

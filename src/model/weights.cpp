@@ -226,7 +226,18 @@ ModelConfig infer(const TensorStore& s, int64_t heads) {
     c.V = wte.shape[0];
     c.C = wte.shape[1];
     c.T = need(s, m, "wpe.weight", 2).shape[0];
-    c.NH = heads > 0 ? heads : c.C % 64 == 0 ? c.C / 64 : 1;  // Hugging Face's GPT-2 head size is 64
+    if (heads <= 0)  // no guess: a head count that is wrong loads and trains, silently, another model
+      throw Error("weights",
+                  "'" + s.path() + "' holds a GPT-2 without config.json: its number of attention heads cannot be known",
+                  "put the model's config.json beside the weights (a Hugging Face folder), or pass --heads N" +
+                      (c.C % 64 == 0 ? " (OpenAI's GPT-2 checkpoints use 64 channels a head: --heads " +
+                                           std::to_string(c.C / 64) + " here)"
+                                     : std::string()));
+    c.NH = heads;
+    if (c.C % c.NH != 0)
+      throw Error("config", "--heads " + std::to_string(heads) + " does not divide the width " + std::to_string(c.C) +
+                                " of '" + s.path() + "'",
+                  "pass the model's real head count, or use its config.json");
     const int64_t H = need(s, m, "h.0.mlp.c_fc.weight", 2).shape[1];
     c.hidden = H == 4 * c.C ? 0 : H;
     return c;

@@ -94,8 +94,12 @@ std::string headline(const ReportInput& in, const Predicted& pr) {
   const size_t have = in.measure.peak_activation, all = store_all_peak(pr, L);
   const bool is_none = in.strategy.name == "none" && !in.policy;
   char b[768];
-  std::snprintf(b, sizeof b, "activations %s MiB instead of %s MiB (%+.1f%%), ", mib(have).c_str(),
-                mib(all).c_str(), all ? 100.0 * (double(have) / double(all) - 1.0) : 0.0);
+  if (is_none)  // the baseline itself: no "X instead of X (+0.0%)"
+    std::snprintf(b, sizeof b, "activations %s MiB, store-everything itself (nothing dropped or recomputed), ",
+                  mib(have).c_str());
+  else
+    std::snprintf(b, sizeof b, "activations %s MiB instead of %s MiB (%+.1f%%), ", mib(have).c_str(), mib(all).c_str(),
+                  all ? 100.0 * (double(have) / double(all) - 1.0) : 0.0);
   std::string r = b;
   std::string sources = "activations: measured peak vs the dry run's prediction for store-everything";
   if (in.store_all_step_s && in.step_s && *in.store_all_step_s > 0) {

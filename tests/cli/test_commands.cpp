@@ -363,8 +363,8 @@ TEST(CliCommands, PlanLlama7bPrintsOneLayerTermByTermBesideKorthikanti) {
       << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("mlp\\.act +\\(1, 4096, 11008\\) +172\\.00 MiB +10\\.750"))) << r.out;
   EXPECT_TRUE(has(r.out, "sbh(34 + 5as/h) = 194.000 sbh")) << r.out;
-  EXPECT_TRUE(has(r.out, "textbook figures (LLaMA-7B)")) << r.out;
-  EXPECT_TRUE(has(r.out, "the textbook's 0.5 GB is the fp32 size")) << r.out;
+  EXPECT_TRUE(has(r.out, "usual figures (LLaMA-7B)")) << r.out;
+  EXPECT_TRUE(has(r.out, "the usual 0.5 GB is the fp32 size")) << r.out;
   EXPECT_TRUE(has(r.out, "llama L=32 C=4096 NH=32 KVH=32 H=11008 T=4096 V=32000")) << r.out;
 }
 

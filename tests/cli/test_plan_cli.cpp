@@ -218,20 +218,26 @@ TEST(PlanCli, BadPlanFilesAreRefusedInOneLine) {
   check_user_error(run_remat({"train", "--preset", "tiny", "--plan", d / "absent.json"}), 1, {"[io]", "absent.json"});
 }
 
-// Self-test (a) of the spec at GPT-3's depth: the spec's formulas and round numbers, and remat's
+// Self-test (a) at GPT-3's depth: Chen et al.'s formulas and the usual round numbers, and remat's
 // figures beside them, consistent with pricing the same strategies directly.
 TEST(PlanCli, Gpt3SelfTestAFigures) {
   const RunResult r = ok({"plan", "--preset", "gpt3-175b"});
   EXPECT_TRUE(has(r.out, "self-test (a), L=96")) << r.out;
+  // Published work cited by author and year, never "the spec" or a section of an unnamed text.
+  EXPECT_TRUE(has(r.out, "Chen et al. (2016): M_naive")) << r.out;
+  for (const char* preset : {"gpt3-175b", "llama-7b", "gpt2"}) {
+    const std::string out = preset == std::string("gpt3-175b") ? r.out : ok({"plan", "--preset", preset}).out;
+    EXPECT_FALSE(std::regex_search(out, std::regex("\\bspec\\b|\\bspec's\\b|section [0-9]"))) << preset << "\n" << out;
+  }
   EXPECT_TRUE(has(r.out, "M_naive = L|x| = 96|x|; M_checkpoint = 2 sqrt(L)|x| = 19.60|x|")) << r.out;
-  EXPECT_TRUE(has(r.out, "ratio L / (2 sqrt(L)) = sqrt(L)/2 = 4.90, its \"roughly 5x\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "ratio L / (2 sqrt(L)) = sqrt(L)/2 = 4.90, the usual \"roughly 5x\"")) << r.out;
   EXPECT_TRUE(has(r.out, "is sqrt(L) = 9.80")) << r.out;
-  EXPECT_TRUE(has(r.out, "(1 + 2 + 1) / (1 + 2) = 1.333, its \"x1.33\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "(1 + 2 + 1) / (1 + 2) = 1.333, the usual \"x1.33\"")) << r.out;
   EXPECT_TRUE(has(r.out, "sqrt = ceil(sqrt(96)) = 10 segments of at most 10 blocks, 10 checkpoints + 10 in flight = 20|x| "
                          "against 96|x|: ratio 4.80")) << r.out;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("every saved tensor \\(dry run, fp32\\): none ([0-9.]+) GiB; sqrt as the "
-                                                     "spec runs it \\([^)]*\\) ([0-9.]+) GiB: ratio ([0-9.]+), overhead ([0-9.]+)")))
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("every saved tensor \\(dry run, fp32\\): none ([0-9.]+) GiB; sqrt as "
+                                                     "Chen et al. run it \\([^)]*\\) ([0-9.]+) GiB: ratio ([0-9.]+), overhead ([0-9.]+)")))
       << r.out;
   // The same figures from pricing the strategies directly.
   const json p = json::parse(ok({"plan", "--preset", "gpt3-175b", "--recompute", "none", "sqrt", "--segment-replay",

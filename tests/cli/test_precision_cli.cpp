@@ -82,8 +82,8 @@ TEST(CliPrecision, Bf16FileOfAnotherShapeIsRefused) {
 namespace {
 
 TEST(CliPrecision, PlanPrintsTheSpecsBoundaryInBf16) {
-  // The spec's section 2: GPT-2 small at B=8, T=1024 has |x| = 6.3 M elements, 12 MiB in bf16; LLaMA-7B
-  // at B=8, T=4096 has 134 M elements, the textbook's "0.5 GB" being the fp32 size.
+  // The usual figures: GPT-2 small at B=8, T=1024 has |x| = 6.3 M elements, 12 MiB in bf16; LLaMA-7B
+  // at B=8, T=4096 has 134 M elements, the usual "0.5 GB" being the fp32 size.
   const RunResult g = run_remat({"plan", "--precision", "bf16", "--preset", "gpt2", "--batch", "8", "--seq", "1024"});
   ASSERT_EQ(g.exit_code, 0) << g.describe();
   EXPECT_NE(g.out.find("|x| = 12.00 MiB (6.29 M elements, bf16)"), std::string::npos) << g.out;
@@ -94,7 +94,7 @@ TEST(CliPrecision, PlanPrintsTheSpecsBoundaryInBf16) {
   const RunResult l = run_remat({"plan", "--precision", "bf16", "--preset", "llama-7b"});
   ASSERT_EQ(l.exit_code, 0) << l.describe();
   EXPECT_NE(l.out.find("|x| = 256.00 MiB (134.22 M elements, bf16)"), std::string::npos) << l.out;
-  EXPECT_NE(l.out.find("the textbook's 0.5 GB is the fp32 size"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("the usual 0.5 GB is the fp32 size"), std::string::npos) << l.out;
   const RunResult r = run_remat({"plan", "--precision", "bf16", "--fp32-residual", "--preset", "gpt2", "--batch", "8",
                                  "--seq", "1024"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();

@@ -263,12 +263,15 @@ TEST_F(Weights, LoadsAShardedHuggingFaceFolderOfEitherArchitecture) {
 }
 
 TEST_F(Weights, Gpt2FileReadsItsHeadsFromTheConfigBesideIt) {
-  // C = 64 with 2 heads: the C/64 guess would say 1.
+  // C = 64 with 2 heads: a C/64 guess would say 1.
   auto src = make_model(gpt_cfg());
   src->init(5);
   fs::create_directories(p("hf"));
   save_safetensors(p("hf/gpt2.safetensors"), named(*src), {{"format", "pt"}});  // no remat metadata
-  EXPECT_EQ(read_config(p("hf/gpt2.safetensors")).NH, 1);
+  // Without config.json the head count is not guessed (C/64 would say 1): refused, naming --heads.
+  const std::string e = error_of([&] { read_config(p("hf/gpt2.safetensors")); });
+  EXPECT_NE(e.find("holds a GPT-2 without config.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("--heads 1 here"), std::string::npos) << e;
   write("hf/config.json", hf_config(gpt_cfg()).dump());
   const ModelConfig c = read_config(p("hf/gpt2.safetensors"));
   EXPECT_EQ(c.NH, 2);

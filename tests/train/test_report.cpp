@@ -92,6 +92,18 @@ TEST(Report, HeadlineComesFirstAndAsksForAMeasuredBaseline) {
   EXPECT_NE(rep.find("step time against store-everything: not measured (rerun with --compare-none)"), std::string::npos);
 }
 
+// Store-everything is the baseline: its headline says so instead of "X MiB instead of X MiB (+0.0%)".
+TEST(Report, StoreEverythingHeadlineSaysItIsTheBaseline) {
+  const auto r = run(small_opts("none"));
+  const std::string head = report_headline(r->in);
+  EXPECT_EQ(head.rfind("activations " + mib(r->s.measure.peak_activation) +
+                           " MiB, store-everything itself (nothing dropped or recomputed), ",
+                       0),
+            0u)
+      << head;
+  EXPECT_EQ(head.find("instead of"), std::string::npos) << head;
+}
+
 TEST(Report, HeadlineStepTimeIsTheMeasuredRatio) {
   const auto r = run(small_opts("sqrt"));
   ReportInput in = r->in;
