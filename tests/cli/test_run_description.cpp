@@ -161,3 +161,21 @@ TEST(RunDescription, CompareNoneBaselineIsStoreEverything) {
 }
 
 }  // namespace
+
+namespace {
+// The use: line says the budget as it was typed, and --preset only when it was given.
+TEST(RunDescription, UseLineCarriesTheBudgetAsTyped) {
+  const RunResult p = ok({"plan", "--preset", "llama-tiny", "--batch", "4", "--micro-batch", "2", "--attention", "auto",
+                          "--budget", "3.79MiB"});
+  const std::vector<std::string> use = use_line(p.out);
+  const std::string line = [&] {
+    std::string s;
+    for (const std::string& w : use) s += " " + w;
+    return s;
+  }();
+  EXPECT_TRUE(has(line, " --budget 3.79MiB")) << line;
+  EXPECT_TRUE(has(line, " --preset llama-tiny")) << line;
+  const RunResult q = ok({"plan", "--layers", "2", "--budget", "24MiB"});
+  EXPECT_FALSE(has(q.out, "--preset")) << q.out;
+}
+}  // namespace
