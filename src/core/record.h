@@ -18,7 +18,9 @@
 // A field may be a bool, an integer, a float or double (finite), a std::string, an enum with
 // EnumNames (record_fwd.h), a type with a Codec, a nested record, or a std::vector / std::optional of those.
 #pragma once
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -101,6 +103,12 @@ nlohmann::json to_json(const T& v) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& x : v) a.push_back(to_json(x));
     return a;
+  } else if constexpr (std::is_same_v<T, float>) {
+    // As people write it: the shortest decimal that reads back as this float (0.1, not the double
+    // 0.10000000149011612 that the float widens to).
+    char b[32];
+    const auto [end, ec] = std::to_chars(b, b + sizeof b, v);
+    return ec == std::errc() ? nlohmann::json(std::strtod(std::string(b, end).c_str(), nullptr)) : nlohmann::json(double(v));
   } else if constexpr (std::is_same_v<T, bool> || std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
     return v;
   } else {

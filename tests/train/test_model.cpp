@@ -228,7 +228,8 @@ TEST(GPT, LoadsAHuggingFaceLayoutFileAsItIs) {
   SafetensorsReader r(path);
   ASSERT_NE(r.find("h.0.attn.c_attn.weight"), nullptr);
   EXPECT_EQ(r.find("h.0.attn.c_attn.weight")->shape, (Shape{cfg.C, 3 * cfg.C}));
-  ModelConfig inferred = read_config(path);
+  ModelConfig inferred = read_config(path, cfg.NH);  // no config.json: the head count is given (--heads)
+  EXPECT_EQ(inferred.NH, cfg.NH);
   EXPECT_EQ(inferred.L, cfg.L);
   EXPECT_EQ(inferred.C, cfg.C);
   EXPECT_EQ(inferred.V, cfg.V);

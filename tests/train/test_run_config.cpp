@@ -8,6 +8,8 @@
 //    between the default run and the one read back names exactly that field.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -350,4 +352,32 @@ TEST(RunRecords, LearningRateSchedule) {
   EXPECT_NEAR(longer.lr_at(15), 0.1, 1e-6) << "flat after the decay";
 }
 
+}  // namespace
+
+namespace {
+// Floats are written as people write them, and read back to the same bits.
+TEST(RunRecords, FloatsAreWrittenShortestAndReadBackExactly) {
+  ModelConfig m;
+  m.dropout = 0.1f;
+  m.norm_eps = 1e-6f;
+  m.rope_theta = 500000.0f;
+  const nlohmann::json j = record::to_json(m);
+  EXPECT_EQ(j["dropout"].dump(), "0.1");
+  EXPECT_EQ(j["norm_eps"].dump(), "1e-06");
+  ModelConfig back;
+  record::from_json(j, back);
+  EXPECT_TRUE(back == m);
+  // Every float of a sweep over magnitudes and mantissas reads back to its own bits.
+  uint32_t bits = 0x00800000u;  // the smallest normal
+  for (int k = 0; k < 200000; ++k, bits += 0x28A1u) {  // the whole normal range
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    if (!std::isfinite(f)) break;
+    float g = 0;
+    record::from_json(nlohmann::json::parse(record::to_json(f).dump()), g);
+    ASSERT_EQ(std::memcmp(&f, &g, sizeof f), 0) << f;
+  }
+  const std::string e = record::describe(record::diff(ModelConfig{}, m), "a", "b");
+  EXPECT_NE(e.find("dropout 0.0 (a) vs 0.1 (b)"), std::string::npos) << e;
+}
 }  // namespace
