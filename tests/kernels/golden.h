@@ -25,7 +25,16 @@ inline constexpr const char* kIsa = "avx2+fma";
 #else
 inline constexpr const char* kIsa = "other";
 #endif
-inline const std::string kBuild = std::string(kIsa) + ", gcc " + std::to_string(__GNUC__);
+// The optimisation changes the bits too (FMA contraction and vectorisation): the sanitizer build
+// (scripts/test-sanitize.sh, -O1) and an unoptimised build are other builds.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr const char* kOpt = ", sanitizers";
+#elif !defined(__OPTIMIZE__)
+inline constexpr const char* kOpt = ", -O0";
+#else
+inline constexpr const char* kOpt = "";
+#endif
+inline const std::string kBuild = std::string(kIsa) + ", gcc " + std::to_string(__GNUC__) + kOpt;
 inline const std::string kRecordedOn = "avx2+fma, gcc 12";
 
 inline bool printing() { return std::getenv("REMAT_GOLDEN_PRINT") != nullptr; }
