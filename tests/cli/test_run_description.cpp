@@ -179,3 +179,11 @@ TEST(RunDescription, UseLineCarriesTheBudgetAsTyped) {
   EXPECT_FALSE(has(q.out, "--preset")) << q.out;
 }
 }  // namespace
+
+namespace {
+// A negative --lr-decay-steps is refused before training, naming the flag.
+TEST(RunDescription, NegativeDecayLengthIsRefused) {
+  check_user_error(run_remat(cat({"train", "--preset", "tiny", "--steps", "1", "--lr-decay-steps", "-1"}, kQuiet)), 1,
+                   {"--lr-decay-steps must be >= 0", "--lr-decay-steps 5000"});
+}
+}  // namespace

@@ -272,6 +272,8 @@ TEST_F(Weights, Gpt2FileReadsItsHeadsFromTheConfigBesideIt) {
   const std::string e = error_of([&] { read_config(p("hf/gpt2.safetensors")); });
   EXPECT_NE(e.find("holds a GPT-2 without config.json"), std::string::npos) << e;
   EXPECT_NE(e.find("--heads 1 here"), std::string::npos) << e;
+  const std::string e3 = error_of([&] { read_config(p("hf/gpt2.safetensors"), 3); });  // 3 does not divide 64
+  EXPECT_NE(e3.find("--heads 3 does not divide the width 64"), std::string::npos) << e3;
   write("hf/config.json", hf_config(gpt_cfg()).dump());
   const ModelConfig c = read_config(p("hf/gpt2.safetensors"));
   EXPECT_EQ(c.NH, 2);
