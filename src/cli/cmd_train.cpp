@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "cli/flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/signal_point.h"
 #include "model/weights.h"
 #include "train/budget.h"
 #include "train/report.h"
@@ -24,18 +26,46 @@ namespace remat::cli {
 
 namespace {
 
-// Interrupts. The first SIGINT/SIGTERM is recorded in g_stop_signal, which the trainer polls
-// between steps (it finishes the step, saves and returns); a second SIGINT exits at once.
-// SIGINT and SIGTERM are blocked in every thread (the OpenMP and oneDNN threads inherit the mask)
-// and taken by one thread in sigwait(): no handler ever interrupts a kernel. An asynchronous handler
-// corrupted the heap now and then, because its signal frame is written below the stack pointer of
-// the interrupted code, where oneDNN's JIT gemm keeps data. The handler below only serves a thread
-// that existed before the mask was set; it runs on an alternate stack for the same reason.
+// Signals. Every signal a user or the system sends to end a run (SIGINT, SIGTERM, SIGHUP, SIGPIPE,
+// SIGXCPU) ends it cleanly, with the conventional exit status 128 + the signal's number:
+//  - before training begins (reading flags, data and checkpoints, building the model) nothing is
+//    trained and nothing written: the process exits at once;
+//  - from then on the first signal is recorded in g_stop_signal, which the trainer polls between
+//    steps, between validation batches and between sampled tokens: it stops there, writes the
+//    checkpoint and --save, and returns. A second SIGINT exits at once, except while a checkpoint
+//    is being written (g_saving), which it lets finish.
+// The signals are blocked in every thread (the OpenMP and oneDNN threads inherit the mask) and taken
+// by one thread in sigwait(): no handler ever interrupts a kernel. An asynchronous handler corrupted
+// the heap now and then, because its signal frame is written below the stack pointer of the
+// interrupted code, where oneDNN's JIT gemm keeps data. The handler below only serves a thread that
+// existed before the mask was set; it runs on an alternate stack for the same reason. A SIGPIPE a
+// write raises is the writing thread's own and stays pending there; the write fails with EPIPE,
+// which the output checks report.
 std::atomic<int> g_stop_signal{0};
+std::atomic<int> g_saving{0};
+std::atomic<bool> g_training{false};
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXCPU};
 
-void on_stop(int sig) {
-  if (g_stop_signal.load() != 0 && sig == SIGINT) _exit(130);
-  g_stop_signal.store(sig);
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGXCPU: return "SIGXCPU";
+    default: return "a signal";
+  }
+}
+
+void on_stop(int sig) {  // async-signal-safe: write() and _exit() only
+  if (!g_training.load()) {
+    const char* parts[] = {"remat: ", signal_name(sig), " before training began: nothing was trained or written\n"};
+    for (const char* p : parts) (void)!::write(2, p, std::strlen(p));
+    _exit(128 + sig);
+  }
+  if (g_stop_signal.load() != 0 && sig == SIGINT && g_saving.load() == 0) _exit(130);
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, sig);  // the first signal gives the exit status
 }
 
 extern "C" void on_stop_signal(int sig) { on_stop(sig); }
@@ -52,13 +82,14 @@ void install_signal_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART | SA_ONSTACK;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  for (const int sig : kStopSignals) {
+    sigaction(sig, &sa, nullptr);
+    sigaddset(&set, sig);
+  }
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  set_signal_taken(&g_stop_signal);
   std::thread([set]() {
     for (;;) {
       int sig = 0;
@@ -172,15 +203,25 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   check("--seed", o.seed, ck.seed);
   check("--data-format", o.data_format, ck.data_format);
   check("--val-fraction", o.val_fraction, ck.val_fraction);
+  // The data: a version 3 checkpoint records its content, which the trainer checks, so --data and
+  // --val-data may name the same data where it is now (moved, copied). Older checkpoints recorded
+  // only the path: the file must be that one.
+  auto same_file = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    return !b.empty() && fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
+  };
+  const bool by_content = st.version >= 3;
   if (given("--val-data") && o.val_data != ck.val_data) {
-    std::error_code ec;
-    if (ck.val_data.empty() || !fs::exists(o.val_data, ec) || !fs::equivalent(o.val_data, ck.val_data, ec))
+    if (ck.val_data.empty() || (!by_content && !same_file(o.val_data, ck.val_data)))
       differs("--val-data", "'" + o.val_data + "'", ck.val_data.empty() ? "no --val-data" : "'" + ck.val_data + "'");
+    else
+      ck.val_data = o.val_data;
   }
-  if (given("--data")) {
-    std::error_code ec;
-    const bool same = !ck.data.empty() && fs::exists(o.data, ec) && fs::exists(ck.data, ec) && fs::equivalent(o.data, ck.data, ec);
-    if (!same) differs("--data", "'" + o.data + "'", ck.data.empty() ? "the built-in corpus" : "'" + ck.data + "'");
+  if (given("--data") && o.data != ck.data) {
+    if (ck.data.empty() || (!by_content && !same_file(o.data, ck.data)))
+      differs("--data", "'" + o.data + "'", ck.data.empty() ? "the built-in corpus" : "'" + ck.data + "'");
+    else
+      ck.data = o.data;
   }
   if (!diff.empty())
     throw Error("train", "the command line contradicts the checkpoint '" + dir + "': " + diff,
@@ -437,6 +478,7 @@ void add_train(CLI::App& root) {
     check_outputs(f.o, f.report_json);
     f.o.progress = !f.no_progress;
     f.o.stop = &g_stop_signal;
+    f.o.saving = &g_saving;
     Trainer t(f.o);
     std::printf("remat train: %s, %lld params, dropout %.2f, attention %s\n", f.o.model.describe().c_str(),
                 (long long)t.model().num_params(), f.o.model.dropout,
@@ -447,17 +489,19 @@ void add_train(CLI::App& root) {
                 (long long)(f.o.batch / (f.o.micro_batch ? f.o.micro_batch : f.o.batch)),
                 (long long)(f.o.micro_batch ? f.o.micro_batch : f.o.batch), (long long)f.o.seq, (long long)f.o.steps);
     std::fflush(stdout);
+    g_training.store(true);  // from here a signal stops the run at the next safe point, saving it
     TrainSummary s = t.run();
     if (s.stopped) {
       std::string saved;
-      if (!f.o.save.empty()) saved += "weights to " + f.o.save;
+      if (s.saved) saved += "weights to " + f.o.save;
       if (!s.checkpoint.empty()) saved += (saved.empty() ? "" : ", ") + std::string("checkpoint ") + s.checkpoint;
       std::fflush(stdout);
-      std::fprintf(stderr, "interrupted at step %lld: saved %s\n", (long long)s.steps_done,
-                   saved.empty() ? "nothing (no --save or --save-dir given)" : saved.c_str());
+      std::fprintf(stderr, "interrupted at step %lld: saved %s (%s)\n", (long long)s.steps_done,
+                   saved.empty() ? "nothing (no --save or --save-dir given)" : saved.c_str(),
+                   signal_name(g_stop_signal.load()));
       std::fflush(nullptr);
       // Everything is on disk and flushed; skip the destructors of live training state.
-      _exit(g_stop_signal.load() == SIGTERM ? 143 : 130);
+      _exit(128 + g_stop_signal.load());
     }
     if (s.skipped > 0) std::printf("%lld step(s) skipped as non-finite (--skip-nonfinite)\n", (long long)s.skipped);
     if (!s.checkpoint.empty()) std::printf("checkpoint written to %s\n", s.checkpoint.c_str());
@@ -479,6 +523,10 @@ void add_train(CLI::App& root) {
       write_file_atomic(f.report_json, j.dump(2) + "\n");
     }
     if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
+    if (const int sig = g_stop_signal.load()) {  // taken after the run had saved everything
+      std::fflush(nullptr);
+      _exit(128 + sig);
+    }
   });
 }
 

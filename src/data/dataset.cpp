@@ -16,6 +16,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/signal_point.h"
 
 static_assert(std::endian::native == std::endian::little,
               "remat::data uses little-endian token files in place: a big-endian host would need byte swapping");
@@ -420,9 +421,12 @@ std::vector<uint32_t> TokenDataset::to_vector() const {
   return v;
 }
 
+Fingerprint TokenDataset::fingerprint() const { return fingerprint_bytes(data_, n_ * size_t(width_)); }
+
 int64_t TokenDataset::max_token() const {
   int64_t m = max_cache_.load(std::memory_order_relaxed);
   if (m != kMaxUnknown) return m;
+  signal_point("scan");
   if (n_ == 0) {
     m = -1;
   } else if (width_ == 2) {

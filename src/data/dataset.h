@@ -35,6 +35,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/fingerprint.h"
+
 namespace remat::data {
 
 // Auto: "" -> the built-in corpus; a file starting with the llm.c magic -> LlmC; else a file whose
@@ -91,6 +93,9 @@ class TokenDataset {
   std::span<const uint16_t> tokens_u16() const;
   // A uint32 copy of all tokens (tests, small data).
   std::vector<uint32_t> to_vector() const;
+  // The stored tokens' content fingerprint (one pass, which faults in a mapped file): what a
+  // checkpoint records of its data, so that a resume notices changed data but not a moved file.
+  Fingerprint fingerprint() const;
 
   // Largest token id present (-1 when empty). Computed on first call (one pass over the tokens,
   // which faults in a mapped file), then cached. Thread-safe.

@@ -7,6 +7,7 @@
 
 #include "autograd/tape.h"
 #include "core/error.h"
+#include "core/signal_point.h"
 
 namespace remat {
 
@@ -98,6 +99,8 @@ std::vector<int32_t> generate(const Model& model, std::span<const int32_t> promp
   ctx.reserve(prompt.size() + size_t(o.tokens));
   std::mt19937_64 gen(o.seed);
   for (int64_t n = 0; n < o.tokens; ++n) {
+    signal_point("sample");
+    if (o.stop && o.stop->load() != 0) break;
     const std::vector<float> row = next_logits(model, ctx);
     const int32_t tok = pick_token(row, o.temperature, o.top_k, gen);
     ctx.push_back(tok);

@@ -3,6 +3,7 @@
 // position's logits with temperature and top-k (temperature 0: argmax). `remat sample` and
 // Trainer::sample use it.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -19,6 +20,8 @@ struct SampleOptions {
   double temperature = 1.0;  // >= 0; 0 = greedy (argmax)
   int64_t top_k = 0;         // 0 = the whole vocabulary; else 1 .. V
   uint64_t seed = 0;         // the draws are a pure function of the seed (same seed, same output)
+  // Polled before each token: non-zero ends the generation there, with the tokens drawn so far.
+  const std::atomic<int>* stop = nullptr;
 };
 
 // Throws remat::Error("sample") naming the flag (--temperature, --top-k, --tokens) for a temperature

@@ -17,6 +17,8 @@
 #include "core/safetensors.h"
 #include "model/weights.h"
 #include "core/record.h"
+#include "train/save_dir.h"
+#include "core/signal_point.h"
 
 namespace remat {
 
@@ -32,30 +34,6 @@ void fsync_dir(const std::string& dir) {
   }
 }
 
-// The step of a "step-000120" name, or -1.
-int64_t step_of(const std::string& name) {
-  if (name.size() <= 5 || name.compare(0, 5, "step-") != 0) return -1;
-  int64_t s = 0;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9' || s > (INT64_MAX - 9) / 10) return -1;
-    s = s * 10 + (name[i] - '0');
-  }
-  return s;
-}
-
-// The pid of a ".step-000120.tmp.<pid>" name, or -1.
-long tmp_pid_of(const std::string& name) {
-  if (name.empty() || name[0] != '.') return -1;
-  const size_t at = name.rfind(".tmp.");
-  if (at == std::string::npos || at + 5 >= name.size()) return -1;
-  long pid = 0;
-  for (size_t i = at + 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9' || pid > 100000000) return -1;
-    pid = pid * 10 + (name[i] - '0');
-  }
-  return pid;
-}
-
 template <class T>
 T field(const nlohmann::json& j, const char* key, const std::string& where) {
   try {
@@ -66,15 +44,30 @@ T field(const nlohmann::json& j, const char* key, const std::string& where) {
   }
 }
 
-void save_tensors(const std::string& path, const Model& model, const std::vector<Tensor>& t) {
+void save_tensors(const std::string& path, const Model& model, const std::vector<Tensor>& t,
+                  const std::map<std::string, std::string>& meta) {
   std::vector<std::pair<std::string, const Tensor*>> list;
   const auto& params = model.params();
   for (size_t i = 0; i < params.size(); ++i) list.emplace_back(params[i].name, &t[i]);
-  save_safetensors(path, list, {{"remat.format", "adamw-moments"}});
+  save_safetensors(path, list, meta);
 }
 
-void load_tensors(const std::string& path, const Model& model, std::vector<Tensor>& t) {
+// `second`: AdamW's second moments, which are never negative.
+void load_tensors(const std::string& path, const Model& model, std::vector<Tensor>& t, const RunState& st,
+                  bool second) {
   SafetensorsReader r(path);
+  if (st.version >= 3) {
+    const auto& md = r.metadata();
+    auto at = [&](const char* k) {
+      const auto it = md.find(k);
+      return it == md.end() ? std::string("(none)") : it->second;
+    };
+    if (at("remat.step") != std::to_string(st.step) || at("remat.run") != st.identity.run)
+      throw Error("checkpoint", quote_name(path) + " belongs to step " + at("remat.step") + " of run " +
+                                    at("remat.run") + ", but its state.json says step " + std::to_string(st.step) +
+                                    " of run " + st.identity.run,
+                  "the checkpoint was edited or mixed with another one's files; resume from another checkpoint");
+  }
   const auto& params = model.params();
   if (r.entries().size() != params.size())
     throw Error("checkpoint", "'" + path + "' holds " + std::to_string(r.entries().size()) + " tensors, the model has " +
@@ -86,6 +79,12 @@ void load_tensors(const std::string& path, const Model& model, std::vector<Tenso
       throw Error("checkpoint", "'" + path + "': tensor '" + e.name + "' has the wrong shape",
                   "the checkpoint is damaged; use another one");
     r.read_f32(e, t[i].span());
+    for (const float x : t[i].span())
+      if (!std::isfinite(x) || (second && x < 0.f))
+        throw Error("checkpoint", quote_name(path) + ": tensor " + quote_name(e.name) + " holds " +
+                                      (std::isfinite(x) ? "a negative second moment" : "a non-finite value") +
+                                      ", which AdamW never writes",
+                    "the checkpoint is damaged; resume from another one");
   }
 }
 
@@ -151,32 +150,45 @@ RunConfig run_config_from_json(const nlohmann::json& options, int version, const
   return c;
 }
 
-std::string save_checkpoint(const std::string& save_dir, int64_t step, int64_t skipped, const Model& model,
+std::string save_checkpoint(const SaveDir& owner, int64_t step, int64_t skipped, const Model& model,
                             const std::vector<Tensor>& m, const std::vector<Tensor>& v, const RunConfig& o,
-                            int64_t keep) {
+                            const CheckpointIdentity& identity) {
   std::error_code ec;
-  fs::create_directories(save_dir, ec);
-  if (!fs::is_directory(save_dir))
-    throw Error("io", "cannot create the checkpoint folder '" + save_dir + "'" + (ec ? ": " + ec.message() : ""),
-                "choose a writable location for --save-dir");
+  const std::string& save_dir = owner.dir();
   const std::string name = checkpoint_name(step);
   const std::string final_dir = (fs::path(save_dir) / name).string();
   const std::string tmp = (fs::path(save_dir) / ("." + name + ".tmp." + std::to_string(::getpid()))).string();
+  if (fs::exists(fs::symlink_status(final_dir, ec)) && !owner.owns(final_dir))
+    throw Error("io", "cannot write the checkpoint " + quote_name(final_dir) + ": that name is taken by something "
+                      "that is not this run's checkpoint",
+                "move it away, or choose another --save-dir");
   fs::remove_all(tmp, ec);
   if (!fs::create_directory(tmp, ec))
     throw Error("io", "cannot create '" + tmp + "': " + ec.message(), "choose a writable location for --save-dir");
   try {
-    save_weights(model, (fs::path(tmp) / "weights.safetensors").string());
-    save_tensors((fs::path(tmp) / "adam_m.safetensors").string(), model, m);
-    save_tensors((fs::path(tmp) / "adam_v.safetensors").string(), model, v);
+    CheckpointIdentity id = identity;
+    const std::map<std::string, std::string> meta{
+        {"remat.format", "adamw-moments"}, {"remat.step", std::to_string(step)}, {"remat.run", id.run}};
+    const std::string w = (fs::path(tmp) / "weights.safetensors").string();
+    const std::string am = (fs::path(tmp) / "adam_m.safetensors").string();
+    const std::string av = (fs::path(tmp) / "adam_v.safetensors").string();
+    save_weights(model, w);
+    save_tensors(am, model, m, meta);
+    save_tensors(av, model, v, meta);
+    id.weights = fingerprint_file(w, "checkpoint file");
+    id.adam_m = fingerprint_file(am, "checkpoint file");
+    id.adam_v = fingerprint_file(av, "checkpoint file");
+    signal_point("save");
     nlohmann::json state = {{"format", "remat-checkpoint"},
                             {"version", kCheckpointVersion},
                             {"step", step},
                             {"skipped", skipped},
+                            {"identity", record::to_json(id)},
                             {"options", run_config_json(o)}};
     write_file_atomic((fs::path(tmp) / "state.json").string(), state.dump(2) + "\n");
     fsync_dir(tmp);
-    // A folder of the same step (a rerun) is moved aside first: rename() cannot replace a non-empty folder.
+    // A folder of the same step (this run's: checked above) is moved aside first: rename() cannot
+    // replace a non-empty folder.
     std::string old;
     if (fs::exists(final_dir, ec)) {
       old = (fs::path(save_dir) / ("." + name + ".old." + std::to_string(::getpid()))).string();
@@ -194,18 +206,33 @@ std::string save_checkpoint(const std::string& save_dir, int64_t step, int64_t s
     fs::remove_all(tmp, ec);
     throw;
   }
-  // The new checkpoint is complete: prune the old ones, and the leftovers of dead processes.
-  std::vector<std::pair<int64_t, fs::path>> steps;
-  for (const auto& e : fs::directory_iterator(save_dir, ec)) {
-    const std::string n = e.path().filename().string();
-    const int64_t s = step_of(n);
-    if (s >= 0 && e.is_directory(ec)) steps.emplace_back(s, e.path());
-    const long pid = tmp_pid_of(n);
-    if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
-  }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + size_t(std::max<int64_t>(keep, 1)) < steps.size(); ++i) fs::remove_all(steps[i].second, ec);
   return final_dir;
+}
+
+std::optional<std::string> checkpoint_run(const std::string& dir) {
+  std::error_code ec;
+  const fs::path state = fs::path(dir) / "state.json";
+  if (!fs::is_regular_file(state, ec)) return std::nullopt;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_file(state.string()));
+    if (!j.is_object() || j.value("format", std::string()) != "remat-checkpoint") return std::nullopt;
+    if (!j.contains("identity")) return std::string();
+    const nlohmann::json& id = j.at("identity");
+    if (!id.is_object() || !id.contains("run") || !id.at("run").is_string()) return std::nullopt;
+    return id.at("run").get<std::string>();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+int64_t checkpoint_step(const std::string& name) {
+  if (name.size() <= 5 || name.compare(0, 5, "step-") != 0) return -1;
+  int64_t s = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || s > (INT64_MAX - 9) / 10) return -1;
+    s = s * 10 + (name[i] - '0');
+  }
+  return s;
 }
 
 std::string find_checkpoint(const std::string& path) {
@@ -217,7 +244,7 @@ std::string find_checkpoint(const std::string& path) {
   int64_t best = -1;
   std::string found;
   for (const auto& e : fs::directory_iterator(path, ec)) {
-    const int64_t s = step_of(e.path().filename().string());
+    const int64_t s = checkpoint_step(e.path().filename().string());
     if (s > best && fs::exists(e.path() / "state.json", ec)) {
       best = s;
       found = e.path().string();
@@ -252,13 +279,36 @@ RunState read_run_state(const std::string& dir) {
   if (!j.contains("options")) throw Error("checkpoint", "'" + where + "' has no \"options\"", "the checkpoint is damaged");
   s.version = version;
   s.options = run_config_from_json(j.at("options"), version, where, &s.unrecorded);
+  if (version >= 3) {
+    if (!j.contains("identity"))
+      throw Error("checkpoint", "'" + where + "' has no \"identity\"", "the checkpoint is damaged; use another one");
+    try {
+      record::from_json(j.at("identity"), s.identity);
+    } catch (const record::FieldError& e) {
+      throw Error("checkpoint", "'" + where + "': identity field \"" + e.path + "\" " + e.what(),
+                  "the checkpoint is damaged or from another program; use another one");
+    }
+    if (s.identity.run.empty())
+      throw Error("checkpoint", "'" + where + "' records no run id", "the checkpoint is damaged; use another one");
+  }
   return s;
 }
 
-void load_checkpoint_tensors(const std::string& dir, Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v) {
-  load_weights(model, (fs::path(dir) / "weights.safetensors").string());
-  load_tensors((fs::path(dir) / "adam_m.safetensors").string(), model, m);
-  load_tensors((fs::path(dir) / "adam_v.safetensors").string(), model, v);
+void load_checkpoint_tensors(const RunState& st, Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v) {
+  const std::string w = (fs::path(st.dir) / "weights.safetensors").string();
+  const std::string am = (fs::path(st.dir) / "adam_m.safetensors").string();
+  const std::string av = (fs::path(st.dir) / "adam_v.safetensors").string();
+  if (st.version >= 3)
+    for (const auto& [path, want] : {std::pair{w, st.identity.weights}, {am, st.identity.adam_m}, {av, st.identity.adam_v}}) {
+      const Fingerprint have = fingerprint_file(path, "checkpoint file");
+      if (have != want)
+        throw Error("checkpoint", quote_name(path) + " is not the file its checkpoint wrote (" + have.describe() +
+                                      "; state.json records " + want.describe() + ")",
+                    "the file was replaced or damaged; resume from another checkpoint");
+    }
+  load_weights(model, w);
+  load_tensors(am, model, m, st, false);
+  load_tensors(av, model, v, st, true);
 }
 
 }  // namespace remat

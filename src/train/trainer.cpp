@@ -10,7 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <random>
+#include <tuple>
 #include <unistd.h>
 
 #include "core/atomic_file.h"
@@ -22,6 +25,8 @@
 #include "planner/planner.h"
 #include "core/record.h"
 #include "train/run_state.h"
+#include "train/save_dir.h"
+#include "core/signal_point.h"
 
 namespace remat {
 
@@ -42,6 +47,8 @@ struct Trainer::Impl {
   int64_t start_step = 0, skipped = 0;
   double last_norm = 0;
   bool last_finite = true;
+  CheckpointIdentity identity;        // the run's id and data, recorded in every checkpoint
+  std::unique_ptr<SaveDir> save_dir;  // the locked --save-dir, when given
 
   explicit Impl(const TrainOptions& o) : opt(o), model(make_model(o.model)) {}
 };
@@ -173,6 +180,9 @@ Trainer::Trainer(const TrainOptions& o) {
                 "make the plan for this model (one kernel per block)");
   s.model->init(o.seed);
   if (!o.init_from.empty()) load_weights(*s.model, o.init_from);
+  if (!o.resume.empty() && !o.data.empty() && o.random_tokens == 0 && !std::filesystem::exists(o.data))
+    throw Error("checkpoint", "the data the checkpoint trained on, " + quote_name(o.data) + ", is gone",
+                "give --data with the file's new path; its content is checked against the checkpoint's record");
   auto [tr, va] = load_split(o, T);
   if (o.val_data.empty() || o.random_tokens > 0) {
     std::string n = std::to_string(va.size());
@@ -191,12 +201,20 @@ Trainer::Trainer(const TrainOptions& o) {
                  (o.val_data.empty() || o.random_tokens > 0 ? 0 : s.val_data.buffer_bytes());
   make_adamw_moments(*s.model, &s.m, &s.v);
   s.batch = std::make_unique<BatchBuffers>(micro, T);
-  if (!o.resume.empty()) {
+  std::optional<RunState> resumed;
+  if (!o.resume.empty()) resumed = read_run_state(find_checkpoint(o.resume));
+  const bool legacy = resumed && resumed->version < 3;
+  s.identity.run = resumed && !legacy ? resumed->identity.run : new_run_id();
+  if (!o.save_dir.empty() || resumed) {  // the data's fingerprint: one pass over its tokens
+    s.identity.train_data = s.train_data.fingerprint();
+    s.identity.val_data = s.val_data.fingerprint();
+  }
+  if (resumed) {
     // Weights, moments and the step are the whole state: batches (BatchSampler::sample(step * accum
     // + k)) and dropout masks (step_rng(seed, step, k)) are pure functions of (seed, step), and
     // AdamW's bias correction takes the absolute step, so restoring the step restores the data
     // position and every RNG stream. The continuation is bit-identical to an uninterrupted run.
-    const RunState st = read_run_state(find_checkpoint(o.resume));
+    const RunState& st = *resumed;
     ModelConfig saved = st.options.model;
     for (const std::string& f : st.unrecorded)  // a version 1 checkpoint: these are the options' to say
       if (f == "model.precision") saved.precision = o.model.precision;
@@ -209,20 +227,43 @@ Trainer::Trainer(const TrainOptions& o) {
       throw Error("train", "--steps " + std::to_string(o.steps) + " is below the checkpoint's step " +
                                std::to_string(st.step) + " ('" + st.dir + "')",
                   "give --steps " + std::to_string(st.step) + " or more to continue");
-    load_checkpoint_tensors(st.dir, *s.model, s.m, s.v);
+    // The data by content, not by path: a moved or copied file resumes, a changed one does not.
+    if (!legacy)
+      for (const auto& [have, want, what] :
+           {std::tuple{s.identity.train_data, st.identity.train_data, "training"},
+            {s.identity.val_data, st.identity.val_data, "validation"}})
+        if (have != want)
+          throw Error("checkpoint", std::string("the ") + what + " data is not what the checkpoint " +
+                                        quote_name(st.dir) + " trained on: its tokens are " + have.describe() +
+                                        ", the checkpoint recorded " + want.describe(),
+                      "resume with the data the run trained on (--data FILE may name it where it is now), or start "
+                      "a new run");
+    load_checkpoint_tensors(st, *s.model, s.m, s.v);
     s.start_step = st.step;
     s.skipped = st.skipped;
   }
+  if (!o.save_dir.empty())
+    s.save_dir = std::make_unique<SaveDir>(o.save_dir, s.identity.run, resumed ? resumed->step : -1, legacy);
 }
 
 int64_t Trainer::start_step() const { return impl_->start_step; }
 double Trainer::last_grad_norm() const { return impl_->last_norm; }
 bool Trainer::last_step_finite() const { return impl_->last_finite; }
 
-std::string Trainer::save_checkpoint(int64_t step, const std::string& dir) {
+std::string Trainer::save_checkpoint(int64_t step) {
   Impl& s = *impl_;
-  return ::remat::save_checkpoint(dir.empty() ? s.opt.save_dir : dir, step, s.skipped, *s.model, s.m, s.v, s.opt,
-                                  s.opt.keep);
+  REMAT_ASSERT(s.save_dir, "save_checkpoint without a --save-dir");
+  // A second SIGINT while the checkpoint is written waits for it (cmd_train): no half-written folder.
+  if (s.opt.saving) s.opt.saving->fetch_add(1);
+  struct Done {
+    std::atomic<int>* f;
+    ~Done() {
+      if (f) f->fetch_sub(1);
+    }
+  } done{s.opt.saving};
+  const std::string dir = ::remat::save_checkpoint(*s.save_dir, step, s.skipped, *s.model, s.m, s.v, s.opt, s.identity);
+  s.save_dir->prune(s.opt.keep);
+  return dir;
 }
 
 Trainer::~Trainer() = default;
@@ -313,6 +354,7 @@ StepMemory Trainer::predicted_memory() const {
 float Trainer::step(int64_t step, StepMeasure* measure) {
   Impl& s = *impl_;
   const TrainOptions& o = s.opt;
+  signal_point("step");
   s.model->zero_grad();
   const StepOptions so = step_options();
   double loss = 0;
@@ -349,11 +391,15 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
 float Trainer::validate() {
   Impl& s = *impl_;
   double sum = 0;
-  for (int64_t k = 0; k < s.opt.eval_batches; ++k) {
+  int64_t k = 0;
+  for (; k < s.opt.eval_batches; ++k) {
+    signal_point("validation");
+    if (s.opt.stop && s.opt.stop->load() != 0) break;  // a stop ends the evaluation: the mean so far
     s.val_sampler->sequential(uint64_t(k), s.batch->inputs(), s.batch->targets());
     sum += evaluate_loss(*s.model, s.batch->micro_batch());
   }
-  return float(sum / double(std::max<int64_t>(1, s.opt.eval_batches)));
+  if (k < s.opt.eval_batches) return std::numeric_limits<float>::quiet_NaN();  // cut short: no mean
+  return float(sum / double(k));
 }
 
 std::string Trainer::sample(int64_t tokens, uint64_t seed) {
@@ -362,6 +408,7 @@ std::string Trainer::sample(int64_t tokens, uint64_t seed) {
   SampleOptions so;
   so.tokens = tokens;
   so.seed = seed;
+  so.stop = impl_->opt.stop;
   const std::vector<int32_t> prompt{model.config().V > '\n' ? int32_t('\n') : 0};
   const std::vector<int32_t> out = generate(model, prompt, so);
   // A byte-level model prints text, whatever its training data was (a token file too).
@@ -498,9 +545,14 @@ TrainSummary Trainer::run() {
       continue;
     }
     std::string val_field;
-    const bool eval = o.eval_every > 0 && ((st + 1) % o.eval_every == 0 || st + 1 == o.steps);
+    bool eval = o.eval_every > 0 && ((st + 1) % o.eval_every == 0 || st + 1 == o.steps) &&
+                !(o.stop && o.stop->load() != 0);  // a stop skips the evaluation, not the checkpoint
+    float vl = 0;
     if (eval) {
-      float vl = validate();
+      vl = validate();
+      eval = !(o.stop && o.stop->load() != 0);  // cut short by a stop: a partial mean is not recorded
+    }
+    if (eval) {
       sum.val_losses.push_back(vl);
       sum.last_val = vl;
       val_field = ", \"val_loss\": ";
@@ -553,19 +605,40 @@ TrainSummary Trainer::run() {
   sum.steps_done = st;
   sum.skipped = s.skipped;
   const bool saved_here = o.save_every > 0 && st > s.start_step && st % o.save_every == 0;
-  if (!sum.stopped) {
+  const auto stopped = [&] { return o.stop && o.stop->load() != 0; };
+  if (!stopped()) {
     if (st > s.start_step && sum.val_losses.size() == 1) {
       sum.last_val = validate();
       sum.val_losses.push_back(sum.last_val);
     }
     if (st == s.start_step) sum.last_val = sum.first_val;
-    if (o.sample_tokens > 0) sum.sample = sample(o.sample_tokens, o.seed);
   } else {
+    sum.stopped = true;
     sum.last_val = sum.val_losses.back();
   }
   sum.tokens_per_s = tok_s;
-  if (!o.save_dir.empty() && !saved_here) sum.checkpoint = save_checkpoint(st);
-  if (!o.save.empty()) save_weights(*s.model, o.save, kDefaultShardBytes, o.save_dtype);
+  // What the run must not lose comes first: the checkpoint, then --save, each attempted even when the
+  // other failed (a full disk under --save-dir must not cost the weights on another disk), then the
+  // sample, which a signal may cut short.
+  std::exception_ptr failed;
+  if (!o.save_dir.empty() && !saved_here) {
+    try {
+      sum.checkpoint = save_checkpoint(st);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }
+  if (!o.save.empty()) {
+    try {
+      save_weights(*s.model, o.save, kDefaultShardBytes, o.save_dtype);
+      sum.saved = true;
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  if (!stopped() && o.sample_tokens > 0) sum.sample = sample(o.sample_tokens, o.seed);
+  if (stopped()) sum.stopped = true;
   metrics.check();
   return sum;
 }

@@ -45,9 +45,12 @@ struct TrainOptions : RunConfig {
   std::string save_dir;        // checkpoints DIR/step-NNNNNN (every save_every steps, at the end, on a stop)
   std::string resume;          // a checkpoint folder (find_checkpoint) to continue from
   bool skip_nonfinite = false; // a step with a non-finite loss or gradient norm is skipped, not fatal
-  // Polled between steps (never inside one): non-zero stops the run after the current step, with its
-  // weights (save) and a checkpoint (save_dir) written. SIGINT/SIGTERM set it (cmd_train).
+  // Polled between steps (never inside one), between validation batches and between sampled tokens:
+  // non-zero stops the run there, with its weights (save) and a checkpoint (save_dir) written. The
+  // signals that end a run set it (cmd_train).
   const std::atomic<int>* stop = nullptr;
+  // Raised while a checkpoint is written, so that cmd_train lets the save finish before an exit.
+  std::atomic<int>* saving = nullptr;
   // Called after every finished step (0-based index, mean loss); tests stop a run from here.
   std::function<void(int64_t step, float loss)> on_step;
 };
@@ -62,6 +65,7 @@ struct TrainSummary {
   int64_t steps_done = 0;      // the step the run stopped at (== steps unless stopped)
   int64_t skipped = 0;         // steps skipped as non-finite (--skip-nonfinite), this run and before
   bool stopped = false;        // stopped early by *stop
+  bool saved = false;          // --save written
   std::string checkpoint;      // the last checkpoint written, or ""
 };
 
@@ -88,8 +92,9 @@ class Trainer {
   bool last_step_finite() const;
   // The first step run() runs: the checkpoint's step when resumed, else 0.
   int64_t start_step() const;
-  // Writes a checkpoint of the current state, `step` steps done, into opt.save_dir (or `dir`).
-  std::string save_checkpoint(int64_t step, const std::string& dir = "");
+  // Writes a checkpoint of the current state, `step` steps done, into opt.save_dir (needs one), then
+  // deletes this run's checkpoints beyond opt.keep (save_dir.h).
+  std::string save_checkpoint(int64_t step);
   double lr_at(int64_t step) const;
   const StrategySpec& strategy() const;
   // What the data loader found, and what validates: "llm.c v2 token file 'x.bin' (1,234 uint32

@@ -119,7 +119,9 @@ TEST(CliRobust, MetricsWriteFailureStillSavesTheWeights) {
   // The metrics file ends just under the limit: the resumed run's first line crosses it.
   const rlim_t limit = 8u << 20;
   fs::resize_file(d / "m.jsonl", limit - 16);
-  Child c(tiny_train({"--resume", first, "--save", d / "resumed.safetensors", "--metrics-out", d / "m.jsonl"}),
+  // (Into another --save-dir: resuming step 3 into its own folder would overwrite the run's step 6.)
+  Child c(tiny_train({"--resume", first, "--save-dir", d / "ck2", "--save", d / "resumed.safetensors", "--metrics-out",
+                      d / "m.jsonl"}),
           SpawnOptions{"", limit});
   const RunResult r = c.finish();
   SCOPED_TRACE(r.describe());

@@ -109,6 +109,14 @@ TEST(RunRecords, EveryFieldIsListedAndRoundTripsAsAStruct) {
     SCOPED_TRACE("Calibration::PolicyCosts");
     expect_complete_round_trip<planner::Calibration::PolicyCosts>();
   }
+  {
+    SCOPED_TRACE("CheckpointIdentity");
+    expect_complete_round_trip<CheckpointIdentity>();
+  }
+  {
+    SCOPED_TRACE("Fingerprint");
+    expect_complete_round_trip<Fingerprint>();
+  }
 }
 
 // The guard itself: a record with a member its fields() does not list is caught by the count, and a
