@@ -21,6 +21,7 @@
 #include "train/budget.h"
 #include "train/report.h"
 #include "train/run_state.h"
+#include "train/summary.h"
 
 namespace remat::cli {
 
@@ -417,6 +418,8 @@ void add_train(CLI::App& root) {
   app->add_option("--memory-limit", f.memory_limit, std::string("Hard limit on all accounted bytes, e.g. 2GiB, 1.5G, "
                                                                 "3GB; ") + kByteUnitsHelp + " (default: no limit)");
   app->add_flag("--no-progress", f.no_progress, "No progress line on stderr");
+  app->add_flag("--quiet", f.o.quiet, "Print only the losses, the report's headline and its plain-words summary: "
+                                      "no progress, no per-category report (--report-json still has it all)");
   app->add_option("--progress-every", f.o.progress_every, "When stderr is not a terminal (a log file, a pipe): a "
                                                           "progress line at least every this many seconds, besides "
                                                           "the evaluations (0: every step)")->capture_default_str();
@@ -514,7 +517,7 @@ void add_train(CLI::App& root) {
     }
     ReportInput ri = report_input(t, s);  // the run's schedule, policies and kernels per block included
     if (given("--compare-none")) compare_against_none(ri, f.o);  // measured step times, into the report
-    std::printf("%s", memory_report(ri).c_str());
+    std::printf("%s", f.o.quiet ? (report_headline(ri) + "\n").c_str() : memory_report(ri).c_str());
     if (!f.report_json.empty()) {
       nlohmann::json j = report_json(ri);
       j["val_loss_first"] = s.first_val;
@@ -523,6 +526,11 @@ void add_train(CLI::App& root) {
       write_file_atomic(f.report_json, j.dump(2) + "\n");
     }
     if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
+    {
+      const int64_t micro = f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch;
+      const PlanTarget target{f.o.model, f.o.batch, micro, t.seq(), data_bytes_for(f.o), false, std::nullopt};
+      std::printf("%s", plain_summary(ri, target).c_str());
+    }
     if (const int sig = g_stop_signal.load()) {  // taken after the run had saved everything
       std::fflush(nullptr);
       _exit(128 + sig);

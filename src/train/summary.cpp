@@ -1,0 +1,74 @@
+#include "train/summary.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace remat {
+
+namespace {
+
+std::string mib(size_t b) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", double(b) / double(1 << 20));
+  return s;
+}
+
+std::string percent(double ratio) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%+.1f%%", 100.0 * (ratio - 1.0));
+  return s;
+}
+
+}  // namespace
+
+std::string plain_summary(const ReportInput& in, const PlanTarget& t) {
+  const Candidates c = make_candidates(t.cfg, t.micro, t.T);
+  const int L = int(t.cfg.L);
+  const StepPlan all = price_strategy(c, parse_strategy("none", L, false), "none", t);
+  const size_t have = in.measure.peak_activation, every = all.activation_peak;
+  const auto& k = in.measure.counters;
+  const double flops = (k.fwd_flops + k.bwd_flops + k.recompute_flops) / (k.fwd_flops + k.bwd_flops);
+  std::string r = "in short: ";
+  const bool is_none = in.strategy.name == "none" && !in.policy && in.block_policy.empty();
+  if (is_none) {
+    r += "this run kept every activation (" + mib(have) + " at the peak) and recomputed nothing";
+  } else {
+    r += "this run kept " + mib(have) + " of activations where storing everything keeps " + mib(every) + " (" +
+         percent(double(have) / double(every)) + "), for ";
+    if (in.step_s && in.store_all_step_s && *in.store_all_step_s > 0)
+      r += percent(*in.step_s / *in.store_all_step_s) + " step time (measured against store-everything)";
+    else
+      r += percent(flops) + " FLOPs (step time not measured: add --compare-none)";
+  }
+  if (in.measure.whole_step) {
+    const size_t pred = in.measure.whole_step->peak_total, meas = in.measure.peak_total;
+    r += "; its whole step peaked at " + mib(meas) +
+         (pred == meas ? ", as predicted to the byte" : ", predicted " + mib(pred));
+  }
+  r += ".\n";
+  // A smaller budget to show the planner at work: three quarters of this run's whole step.
+  const size_t whole = in.measure.whole_step ? in.measure.whole_step->peak_total : in.measure.peak_total;
+  try {
+    const double budget_mib = std::floor(0.75 * double(whole) / double(1 << 20) * 10.0) / 10.0;
+    if (budget_mib <= 0) return r;
+    char flag[48];
+    std::snprintf(flag, sizeof flag, "--budget %gMiB", budget_mib);
+    const StepPlan p = plan_for_budget(t, size_t(budget_mib * double(1 << 20)));
+    const double ratio = p.compute.overhead();
+    r += "with a quarter less memory: under " + std::string(flag) + " (the whole step; storing everything needs " +
+         mib(all.step.peak_total) + "), the planner would run " + p.summary + ", attention " + attention_label(p) +
+         ": activations " + mib(p.activation_peak) + ", whole step " + mib(p.step.peak_total) + ", " + percent(ratio) +
+         " FLOPs. Run it with `remat train " + flag + "`; `remat plan " + flag + "` shows the alternatives.\n";
+  } catch (const Error& e) {
+    // No plan fits there: say what the least is (the planner's own refusal names it).
+    std::string why = e.what();
+    const size_t tag = why.find("] "), hint = why.find(" (hint: ");
+    why = why.substr(tag == std::string::npos ? 0 : tag + 2, hint == std::string::npos ? std::string::npos : hint - tag - 2);
+    r += "with a quarter less memory: no plan fits; " + why + ".\n";
+  }
+  return r;
+}
+
+}  // namespace remat
