@@ -17,6 +17,7 @@
 
 #include "cli/flags.h"
 #include "core/error.h"
+#include "core/io_policy.h"
 #include "core/stats.h"
 #include "kernels/bf16.h"
 #include "kernels/dot_bf16.h"
@@ -609,6 +610,12 @@ void add_bench(CLI::App& root) {
                                ": more than a million steps per row", "e.g. --steps 5 --warmup 2");
     if (!f.calibration.empty() && !f.time_model)
       throw Error("bench", "--calibration is read only by --time-model", "add --time-model, or drop --calibration");
+    {  // bench writes no file; its inputs must not be FIFOs or devices (core/io_policy.h)
+      IoPolicy io;
+      io.input(f.data, "--data").input(f.plan, "--plan");
+      for (const std::string& c : f.calibration) io.input(c, "--calibration");
+      io.check();
+    }
     if (f.clock != "wall" && !f.time_model)
       throw Error("bench", "--clock is read only by --time-model", "add --time-model, or drop --clock");
     if (given("--configs") && !f.time_model)

@@ -10,6 +10,7 @@
 #include "cli/flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/io_policy.h"
 #include "train/calibrate.h"
 
 namespace remat::cli {
@@ -55,7 +56,7 @@ void add_calibrate(CLI::App& root) {
     if (f.warmup < 0 || f.warmup > 1000)
       throw Error("cli", "--warmup must be 0 to 1000, got " + std::to_string(f.warmup), "e.g. --warmup 1");
     check_sizes(cfg, f.batch, T, 16.0);
-    probe_output_file(f.out, "--out");  // before any work
+    IoPolicy().output(f.out, "--out").check();  // before any work (core/io_policy.h)
     CalibrateOptions o;
     o.cfg = cfg;
     o.B = f.batch;

@@ -7,6 +7,7 @@
 
 #include "cli/flags.h"
 #include "core/error.h"
+#include "core/io_policy.h"
 #include "core/safetensors.h"
 #include "data/dataset.h"
 #include "model/weights.h"
@@ -51,7 +52,12 @@ void add_grads(CLI::App& root) {
     threads.threads = f.threads;
     threads.apply_threads();
     if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 2");
-    check_output_path(f.out, "--out");
+    // Before anything is read: --out must not replace the weights or the data (core/io_policy.h).
+    IoPolicy()
+        .input(f.init_from, "--init-from", IoPolicy::In::Model)
+        .input(f.data, "--data")
+        .output(f.out, "--out")
+        .check();
 
     ModelConfig cfg = read_config(f.init_from, f.heads);
     cfg.dropout = 0;

@@ -9,6 +9,7 @@
 #include "cli/flags.h"
 #include "planner/planner.h"
 #include "core/error.h"
+#include "core/io_policy.h"
 #include "checkpoint/policy.h"
 #include "core/atomic_file.h"
 #include "train/budget.h"
@@ -276,8 +277,8 @@ void add_plan(CLI::App& root) {
     if (!f.strategies.empty() && f.model.attention_auto())
       throw Error("cli", "--attention auto lets the planner choose the kernel; --recompute prices fixed strategies",
                   "use --attention naive or flash with --recompute");
-    if (!f.out.empty()) check_output_path(f.out, "--out");
-    if (!f.svg.empty()) check_output_path(f.svg, "--svg");
+    // Before any work (core/io_policy.h). No - for stdout: the table goes there.
+    IoPolicy().input(f.data, "--data").input(f.calibration, "--calibration").output(f.out, "--out").output(f.svg, "--svg").check();
     ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 8");

@@ -9,6 +9,7 @@
 #include "cli/flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/io_policy.h"
 #include "planner/planner.h"
 #include "train/budget.h"
 #include "train/svg.h"
@@ -76,7 +77,7 @@ void add_trace(CLI::App& root) {
                   "pick a divisor of the batch, e.g. --micro-batch " + std::to_string(f.batch / 2 > 0 ? f.batch / 2 : 1));
     check_sizes(cfg, micro, T, 8.0);
     if (f.svg_persistent && f.svg.empty()) throw Error("cli", "--svg-persistent needs --svg", "add --svg timeline.svg");
-    probe_output_file(f.svg, "--svg");  // before any work
+    IoPolicy().input(f.plan, "--plan").output(f.svg, "--svg").check();  // before any work (core/io_policy.h)
     std::optional<StepPlan> plan;
     if (!f.plan.empty()) {
       for (const char* flag : {"--recompute", "--recompute-last", "--segment-replay"})

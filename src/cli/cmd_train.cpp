@@ -16,6 +16,7 @@
 #include "cli/flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/io_policy.h"
 #include "core/signal_point.h"
 #include "model/weights.h"
 #include "train/budget.h"
@@ -101,36 +102,25 @@ void install_signal_handlers() {
 
 namespace fs = std::filesystem;
 
-// Outputs checked before training: each is writable (a file is created and removed there), none is
-// a device, FIFO or other non-regular file, none is the training data, and no two are the same path.
-void check_outputs(const TrainOptions& o, const std::string& report_json) {
-  check_output_path(o.save, "--save");
-  check_output_path(o.metrics_out, "--metrics-out");
-  check_output_path(report_json, "--report-json");
-  const bool save_folder = !o.save.empty() && fs::is_directory(o.save);
-  if (!save_folder) probe_output_file(o.save, "--save");
-  probe_output_file(o.metrics_out, "--metrics-out");
-  probe_output_file(report_json, "--report-json");
-  probe_output_dir(o.save_dir, "--save-dir");
-  std::vector<std::pair<std::string, std::string>> outs;
-  for (const auto& [path, flag] : {std::pair{o.save, "--save"}, {o.metrics_out, "--metrics-out"},
-                                   {report_json, "--report-json"}, {o.save_dir, "--save-dir"}})
-    if (!path.empty()) outs.emplace_back(path, flag);
-  auto same = [](const std::string& a, const std::string& b) {
-    std::error_code ec;
-    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-    const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec), ec), cb = fs::weakly_canonical(fs::absolute(b, ec), ec);
-    return ca == cb;
-  };
-  for (size_t i = 0; i < outs.size(); ++i) {
-    if (!o.data.empty() && same(outs[i].first, o.data))
-      throw Error("io", outs[i].second + " '" + outs[i].first + "' is the training data file '" + o.data + "'",
-                  "write " + outs[i].second + " to another path; the data would be overwritten");
-    for (size_t k = i + 1; k < outs.size(); ++k)
-      if (same(outs[i].first, outs[k].first))
-        throw Error("io", outs[i].second + " and " + outs[k].second + " are the same path '" + outs[k].first + "'",
-                    "give each output its own path");
-  }
+// Inputs and outputs checked before any work (core/io_policy.h): no output is an input or another
+// output, none is a device or FIFO (--metrics-out and --report-json take - for stdout), each can be
+// written, and no input is a FIFO, socket or device.
+void check_outputs(const TrainOptions& o, const std::string& report_json, const std::string& plan,
+                   const std::string& calibration) {
+  using In = IoPolicy::In;
+  using Out = IoPolicy::Out;
+  IoPolicy()
+      .input(o.data, "--data")
+      .input(o.val_data, "--val-data")
+      .input(o.init_from, "--init-from", In::Model)
+      .input(plan, "--plan")
+      .input(calibration, "--calibration")
+      .input(o.resume, "--resume", In::Checkpoint)
+      .output(o.save, "--save", Out::FileOrFolder)
+      .output(o.metrics_out, "--metrics-out", Out::Stream)
+      .output(report_json, "--report-json", Out::Stream)
+      .output(o.save_dir, "--save-dir", Out::Folder)
+      .check();
 }
 
 // --resume: the run comes from the checkpoint. A flag given on the command line must agree with it,
@@ -386,7 +376,8 @@ void add_train(CLI::App& root) {
                                                 "unless --preset or model flags say otherwise, the block size unless "
                                                 "--block-size does");
   app->add_option("--metrics-out", f.o.metrics_out, "Write metrics as JSON lines (step, loss, val_loss, lr, "
-                                                    "tokens_per_s, peak_activation_bytes)");
+                                                    "tokens_per_s, peak_activation_bytes); - for stdout. A resumed "
+                                                    "run drops the lines past its checkpoint, then appends");
   app->add_option("--recompute", f.o.recompute, "Checkpoint strategy: none | all | block | sqrt | uniform:K | "
                                                 "segments:a,b,...")->capture_default_str();
   app->add_option("--budget", f.budget, std::string("Plan for this byte budget of the whole step (parameters, "
@@ -423,7 +414,7 @@ void add_train(CLI::App& root) {
   app->add_option("--progress-every", f.o.progress_every, "When stderr is not a terminal (a log file, a pipe): a "
                                                           "progress line at least every this many seconds, besides "
                                                           "the evaluations (0: every step)")->capture_default_str();
-  app->add_option("--report-json", f.report_json, "Also write the report as JSON to this file");
+  app->add_option("--report-json", f.report_json, "Also write the report as JSON to this file (- for stdout)");
   app->add_flag("--compare-none")->description("After training, time a few steps of store-everything (strategy none) and of this "
                                   "run's strategy on the same batches, in fresh trainers (the run's weights and losses "
                                   "are untouched), for the report's measured step-time overhead");
@@ -475,10 +466,11 @@ void add_train(CLI::App& root) {
       f.o.model = f.o.init_from.empty() ? f.model.config() : f.model.config_for_file(f.o.init_from);
       f.o.seq = f.model.seq(f.o.model);
     }
+    // Fail now, not after the whole run, when an output cannot be written; and before the data is
+    // read (a FIFO would block), which --budget's planning does.
+    check_outputs(f.o, f.report_json, f.plan, given("--calibration") ? app->get_option("--calibration")->as<std::string>() : "");
     check_sizes(f.o.model, f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch, f.o.seq, 16.0);
     apply_budget_or_plan(*app, f.model, f.budget, f.plan, f.o);
-    // Fail now, not after the whole run, when an output cannot be written.
-    check_outputs(f.o, f.report_json);
     f.o.progress = !f.no_progress;
     f.o.stop = &g_stop_signal;
     f.o.saving = &g_saving;
@@ -518,18 +510,19 @@ void add_train(CLI::App& root) {
     ReportInput ri = report_input(t, s);  // the run's schedule, policies and kernels per block included
     if (given("--compare-none")) compare_against_none(ri, f.o);  // measured step times, into the report
     std::printf("%s", f.o.quiet ? (report_headline(ri) + "\n").c_str() : memory_report(ri).c_str());
-    if (!f.report_json.empty()) {
-      nlohmann::json j = report_json(ri);
-      j["val_loss_first"] = s.first_val;
-      j["val_loss_last"] = s.last_val;
-      j["tokens_per_s"] = s.tokens_per_s;
-      write_file_atomic(f.report_json, j.dump(2) + "\n");
-    }
     if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
     {
       const int64_t micro = f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch;
       const PlanTarget target{f.o.model, f.o.batch, micro, t.seq(), data_bytes_for(f.o), false, std::nullopt};
       std::printf("%s", plain_summary(ri, target).c_str());
+    }
+    if (!f.report_json.empty()) {  // last: with --report-json -, the JSON ends stdout
+      nlohmann::json j = report_json(ri);
+      j["val_loss_first"] = s.first_val;
+      j["val_loss_last"] = s.last_val;
+      j["tokens_per_s"] = s.tokens_per_s;
+      std::fflush(stdout);
+      write_file_atomic(f.report_json, j.dump(2) + "\n");
     }
     if (const int sig = g_stop_signal.load()) {  // taken after the run had saved everything
       std::fflush(nullptr);

@@ -199,24 +199,6 @@ void check_sizes(const ModelConfig& c, int64_t batch, int64_t T, double host_byt
   }
 }
 
-void check_output_path(const std::string& path, const std::string& flag) {
-  namespace fs = std::filesystem;
-  if (path.empty()) return;
-  std::error_code ec;
-  const fs::path p(path);
-  const bool folder_ok = flag == "--save" && !(path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0);
-  if (fs::is_directory(p, ec) && folder_ok) return;  // a model folder, saved into again
-  if (fs::is_directory(p, ec))
-    throw Error("io", flag + " '" + path + "' is a directory", "give a file name, e.g. " + (p / "out").string());
-  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  if (!fs::exists(dir, ec))
-    throw Error("io", "cannot write " + flag + " '" + path + "': directory '" + dir.string() + "' does not exist",
-                "create it first, e.g. mkdir -p " + dir.string());
-  if (!fs::is_directory(dir, ec))
-    throw Error("io", "cannot write " + flag + " '" + path + "': '" + dir.string() + "' is not a directory",
-                "give a path inside a directory");
-}
-
 int64_t max_threads() {
   const int64_t hw = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
   return std::min<int64_t>(1024, 4 * hw);

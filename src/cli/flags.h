@@ -89,10 +89,6 @@ extern const char* const kByteUnitsHelp;
 // host_bytes_per_param > 0, models whose parameters (times that many bytes each) exceed this
 // machine's physical memory. `batch` is the micro-batch. Sizes come from a dry run of the model.
 void check_sizes(const ModelConfig& c, int64_t batch, int64_t T, double host_bytes_per_param);
-// Throws remat::Error("io") unless the directory that would hold `path` exists, so that a bad
-// --save or --metrics-out fails before training rather than after it. An existing folder is refused,
-// except for --save to a path not ending in .safetensors (a model folder, written into again).
-void check_output_path(const std::string& path, const std::string& flag);
 
 int cmd_train(CLI::App& app);
 void add_train(CLI::App& root);

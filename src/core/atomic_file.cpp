@@ -45,7 +45,7 @@ std::string kind_of(mode_t m) {
   if (S_ISFIFO(m)) return "a FIFO";
   if (S_ISSOCK(m)) return "a socket";
   if (S_ISDIR(m)) return "a directory";
-  return "not a regular file";
+  return "a special file";
 }
 
 // `path` with symlinks resolved (the file a write should replace); `path` itself when it is not a link.
@@ -84,38 +84,6 @@ void remove_stale_temps(const std::string& path) {
 }
 
 }  // namespace
-
-void probe_output_file(const std::string& path, const std::string& flag) {
-  if (path.empty()) return;
-  const std::string target = resolve_link(path);
-  struct stat st {};
-  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw Error("io", flag + " '" + path + "' is " + kind_of(st.st_mode) + ", not a regular file",
-                "give the path of a regular file");
-  const std::string dir = dir_of(target);
-  const std::string probe = dir + "/.remat-probe." + std::to_string(::getpid());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    const int err = errno;
-    throw Error("io", "cannot write " + flag + " '" + path + "': creating a file in '" + dir + "' failed: " +
-                          errno_str(err),
-                hint_for(err).empty() ? "choose a writable location" : hint_for(err));
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
-
-void probe_output_dir(const std::string& dir, const std::string& flag) {
-  if (dir.empty()) return;
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
-    throw Error("io", flag + " '" + dir + "' is " + kind_of(st.st_mode) + ", not a folder", "give a folder");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    throw Error("io", "cannot create " + flag + " '" + dir + "': " + ec.message(), "choose a writable location");
-  probe_output_file(dir + "/.remat-probe-file", flag);
-}
 
 AtomicWriter::AtomicWriter(const std::string& requested) : path_(resolve_link(requested)) {
   const std::string& path = path_;
@@ -209,6 +177,15 @@ void AtomicWriter::commit() {
 }
 
 void write_file_atomic(const std::string& path, std::string_view contents) {
+  if (path == "-") {  // stdout, for the outputs IoPolicy lets stream (Out::Stream)
+    std::fflush(stdout);
+    errno = 0;
+    if (std::fwrite(contents.data(), 1, contents.size(), stdout) != contents.size() || std::fflush(stdout) != 0) {
+      const int err = errno ? errno : EIO;
+      throw Error("io", "writing to stdout failed: " + errno_str(err), hint_for(err));
+    }
+    return;
+  }
   AtomicWriter w(path);
   w.write(contents);
   w.commit();

@@ -48,14 +48,8 @@ class AtomicWriter {
   bool committed_ = false;
 };
 
-// Checks before any work that `path` can be written as an output named `flag` ("--save"): an
-// existing path must be a regular file (a symlink to one is fine), and a file can be created and
-// removed in its directory. Throws remat::Error("io") with a hint otherwise.
-void probe_output_file(const std::string& path, const std::string& flag);
-// The same for a folder of outputs (--save-dir): created if missing, then probed.
-void probe_output_dir(const std::string& dir, const std::string& flag);
-
-// Atomically replaces `path` with `contents`.
+// Atomically replaces `path` with `contents`. "-" writes them to stdout instead: only outputs that
+// IoPolicy (core/io_policy.h) checked as Out::Stream get there.
 void write_file_atomic(const std::string& path, std::string_view contents);
 
 // Reads a whole (small) file. Throws remat::Error("io") for a missing file, a directory, or a read

@@ -24,6 +24,7 @@
 #include "model/weights.h"
 #include "planner/planner.h"
 #include "core/record.h"
+#include "train/metrics_file.h"
 #include "train/run_state.h"
 #include "train/save_dir.h"
 #include "core/signal_point.h"
@@ -445,50 +446,6 @@ std::string format_duration(double seconds) {
 
 std::string nonfinite_name(double v) { return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"); }
 
-// --metrics-out: opened once, one JSON line written and flushed per step, so it can be tailed.
-class MetricsFile {
- public:
-  MetricsFile(const std::string& path, bool append) : path_(path) {
-    if (path.empty()) return;
-    f_ = std::fopen(path.c_str(), append ? "a" : "w");
-    if (!f_) {
-      const int err = errno;
-      throw Error("io", "cannot open --metrics-out '" + path + "': " + std::strerror(err),
-                  "choose a writable location for --metrics-out");
-    }
-  }
-  ~MetricsFile() {
-    if (f_) std::fclose(f_);
-  }
-  MetricsFile(const MetricsFile&) = delete;
-  MetricsFile& operator=(const MetricsFile&) = delete;
-  // A failed write does not stop the run: metrics are the least valuable output, and stopping would
-  // lose the weights. It is reported at once, metrics stop, and failure() makes the run exit non-zero
-  // after --save and the checkpoints are written.
-  void line(const std::string& l) {
-    if (!f_) return;
-    errno = 0;
-    if (std::fputs((l + "\n").c_str(), f_) < 0 || std::fflush(f_) != 0) {
-      const int err = errno ? errno : EIO;
-      error_ = "writing --metrics-out '" + path_ + "' failed: " + std::strerror(err);
-      hint_ = err == EFBIG ? "the file exceeds a size limit (ulimit -f)" : "free some disk space or write it elsewhere";
-      std::fclose(f_);
-      f_ = nullptr;
-      std::fprintf(stderr, "remat: warning: %s; training goes on without metrics, and --save and checkpoints are "
-                           "still written\n", error_.c_str());
-    }
-  }
-  // Throws the write failure, if any (after the run has saved what it was asked to save).
-  void check() const {
-    if (!error_.empty()) throw Error("io", error_ + " (metrics stopped there; the run finished and saved)", hint_);
-  }
-
- private:
-  std::string path_;
-  FILE* f_ = nullptr;
-  std::string error_, hint_;
-};
-
 }  // namespace
 
 TrainSummary Trainer::run() {
@@ -496,7 +453,7 @@ TrainSummary Trainer::run() {
   const TrainOptions& o = s.opt;
   TrainSummary sum;
   sum.start_step = s.start_step;
-  MetricsFile metrics(o.metrics_out, s.start_step > 0);
+  MetricsFile metrics(o.metrics_out, s.start_step);
   sum.first_val = validate();
   sum.val_losses.push_back(sum.first_val);
   const double tokens_per_step = double(o.batch * s.T);

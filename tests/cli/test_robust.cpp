@@ -116,9 +116,14 @@ TEST(CliRobust, MetricsWriteFailureStillSavesTheWeights) {
   for (const auto& e : fs::directory_iterator(d / "ck"))
     if (first.empty() || e.path().string() < first) first = e.path().string();
   ASSERT_NE(first.find("step-"), std::string::npos) << first;
-  // The metrics file ends just under the limit: the resumed run's first line crosses it.
+  // The metrics file ends just under the limit: the resumed run's first line crosses it. It holds
+  // the lines up to the checkpoint (the resumed run drops the later ones) and a line of padding.
   const rlim_t limit = 8u << 20;
-  fs::resize_file(d / "m.jsonl", limit - 16);
+  const auto lines = split_lines(slurp(d / "m.jsonl"));
+  ASSERT_GE(lines.size(), 3u);
+  std::string kept = lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n";
+  kept += std::string(limit - 16 - kept.size() - 1, ' ') + "\n";
+  std::ofstream(d / "m.jsonl", std::ios::binary | std::ios::trunc) << kept;
   // (Into another --save-dir: resuming step 3 into its own folder would overwrite the run's step 6.)
   Child c(tiny_train({"--resume", first, "--save-dir", d / "ck2", "--save", d / "resumed.safetensors", "--metrics-out",
                       d / "m.jsonl"}),
@@ -146,18 +151,18 @@ TEST(CliRobust, OutputsCheckedBeforeTraining) {
                     {"--metrics-out and --report-json are the same path"});
   const std::string data = d.write("corpus.txt", std::string(5000, 'a'));
   expect_user_error(train({"--steps", "1", "--data", data, "--metrics-out", data}),
-                    {"--metrics-out", "is the training data file"});
+                    {"--metrics-out", "is also the input --data"});
   EXPECT_EQ(slurp(data), std::string(5000, 'a'));
   fs::create_symlink(data, d / "data-link.txt");
   expect_user_error(train({"--steps", "1", "--data", data, "--save", d / "data-link.txt"}),
-                    {"--save", "is the training data file"});
+                    {"--save", "is also the input --data"});
   const std::string file = d.write("plain", "x");
   expect_user_error(train({"--steps", "1", "--save-dir", file}), {"--save-dir", "not a folder"});
   expect_user_error(train({"--steps", "1", "--save", d / "no/such/dir/w.safetensors"}), {"does not exist"});
   if (geteuid() != 0) {
     fs::create_directories(d / "ro");
     chmod((d / "ro").c_str(), 0500);
-    expect_user_error(train({"--steps", "1", "--metrics-out", d / "ro/m.jsonl"}), {"--metrics-out", "Permission denied"});
+    expect_user_error(train({"--steps", "1", "--metrics-out", d / "ro/m.jsonl"}), {"--metrics-out", "read-only"});
     chmod((d / "ro").c_str(), 0700);
   }
   // Nothing was created by the refused runs.

@@ -242,10 +242,16 @@ TEST(CliWeights, GradsOnAFolderSavedByTrain) {
   EXPECT_USER_ERROR(run_remat({"grads", "--init-from", d / "llama", "--data", toks}), "--out");
   EXPECT_FALSE(fs::exists(d / "x.safetensors"));
 
-  // Saving again into the same folder works (an existing model folder is fine for --save).
-  const auto again = run_remat({"train", "--init-from", d / "llama", "--steps", "1", "--batch", "2", "--seq", "16",
-                                "--eval-every", "0", "--sample-tokens", "0", "--no-progress", "--save", d / "llama"});
-  EXPECT_EQ(again.exit_code, 0) << again.describe();
+  // Saving into an existing model folder works, twice; into the folder the weights come from, it is refused.
+  fs::create_directories(d / "tuned");
+  for (int i = 0; i < 2; ++i) {
+    const auto again = run_remat({"train", "--init-from", d / "llama", "--steps", "1", "--batch", "2", "--seq", "16",
+                                  "--eval-every", "0", "--sample-tokens", "0", "--no-progress", "--save", d / "tuned"});
+    EXPECT_EQ(again.exit_code, 0) << again.describe();
+  }
+  EXPECT_USER_ERROR(run_remat({"train", "--init-from", d / "llama", "--steps", "1", "--batch", "2", "--seq", "16",
+                               "--save", d / "llama"}),
+                    "[io]", "--save", "--init-from");
 }
 
 }  // namespace

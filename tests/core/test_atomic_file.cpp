@@ -191,30 +191,7 @@ TEST_F(AtomicFileTest, NonRegularTargetsAreRefused) {
   std::string msg = error_of([&] { remat::write_file_atomic(p("fifo"), "x"); });
   EXPECT_NE(msg.find("a FIFO, not a regular file"), std::string::npos) << msg;
   EXPECT_NE(msg.find("hint:"), std::string::npos) << msg;
-  msg = error_of([&] { remat::probe_output_file(p("fifo"), "--save"); });
-  EXPECT_NE(msg.find("--save"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("FIFO"), std::string::npos) << msg;
-  msg = error_of([&] { remat::probe_output_file("/dev/null", "--metrics-out"); });
-  EXPECT_NE(msg.find("character device"), std::string::npos) << msg;
-  struct stat st {};
-  ASSERT_EQ(::stat("/dev/null", &st), 0);
-  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device must survive";
   EXPECT_EQ(listing(), std::vector<std::string>{"fifo"});
-}
-
-TEST_F(AtomicFileTest, ProbeCreatesAndRemovesAFile) {
-  remat::probe_output_file(p("out.json"), "--report-json");
-  EXPECT_TRUE(listing().empty());
-  std::string msg = error_of([&] { remat::probe_output_file(p("missing/out.json"), "--report-json"); });
-  EXPECT_NE(msg.find("--report-json"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
-  remat::probe_output_dir(p("ck/a"), "--save-dir");
-  EXPECT_TRUE(fs::is_directory(dir_ / "ck/a"));
-  EXPECT_TRUE(fs::is_empty(dir_ / "ck/a"));
-  remat::write_file_atomic(p("file"), "x");
-  msg = error_of([&] { remat::probe_output_dir(p("file"), "--save-dir"); });
-  EXPECT_NE(msg.find("--save-dir"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not a folder"), std::string::npos) << msg;
 }
 
 TEST_F(AtomicFileTest, StaleTempFilesOfDeadProcessesAreRemoved) {
