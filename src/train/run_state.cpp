@@ -34,14 +34,20 @@ void fsync_dir(const std::string& dir) {
   }
 }
 
-template <class T>
-T field(const nlohmann::json& j, const char* key, const std::string& where) {
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error("checkpoint", "'" + where + "': field \"" + key + "\" is missing or has the wrong type",
+// A whole number field of state.json, 0 .. `most`: a JSON integer, not a float (1e308 would not
+// convert) nor a string.
+int64_t count_field(const nlohmann::json& j, const char* key, const std::string& where, int64_t most = INT64_MAX) {
+  const auto it = j.find(key);
+  if (it == j.end() || !(it->is_number_integer() || it->is_number_unsigned()))
+    throw Error("checkpoint", "'" + where + "': field \"" + key + "\" is missing or not a whole number",
                 "the checkpoint is damaged or from another program; use another one");
-  }
+  const bool fits = it->is_number_unsigned() ? it->get<uint64_t>() <= uint64_t(most)
+                                             : it->get<int64_t>() >= 0 && it->get<int64_t>() <= most;
+  if (!fits)
+    throw Error("checkpoint", "'" + where + "': field \"" + key + "\" is " + it->dump() + ", outside 0.." +
+                                  std::to_string(most),
+                "the checkpoint is damaged; use another one");
+  return it->is_number_unsigned() ? int64_t(it->get<uint64_t>()) : it->get<int64_t>();
 }
 
 void save_tensors(const std::string& path, const Model& model, const std::vector<Tensor>& t,
@@ -266,16 +272,19 @@ RunState read_run_state(const std::string& dir) {
   }
   if (!j.is_object() || j.value("format", std::string()) != "remat-checkpoint")
     throw Error("checkpoint", "'" + where + "' is not a remat checkpoint state", "give a folder written by --save-dir");
-  const int version = field<int>(j, "version", where);
+  const int version = int(count_field(j, "version", where, 1000000));
   if (version < 1 || version > kCheckpointVersion)
     throw Error("checkpoint", "'" + where + "' has format version " + std::to_string(version) +
                                   ", this remat reads versions 1 to " + std::to_string(kCheckpointVersion),
                 "resume it with the remat that wrote it");
   RunState s;
   s.dir = dir;
-  s.step = field<int64_t>(j, "step", where);
-  s.skipped = j.contains("skipped") ? field<int64_t>(j, "skipped", where) : 0;
-  if (s.step < 0) throw Error("checkpoint", "'" + where + "': negative step", "the checkpoint is damaged");
+  s.step = count_field(j, "step", where);
+  s.skipped = j.contains("skipped") ? count_field(j, "skipped", where) : 0;
+  if (s.skipped > s.step)
+    throw Error("checkpoint", "'" + where + "': " + std::to_string(s.skipped) + " skipped steps of " +
+                                  std::to_string(s.step),
+                "the checkpoint is damaged; use another one");
   if (!j.contains("options")) throw Error("checkpoint", "'" + where + "' has no \"options\"", "the checkpoint is damaged");
   s.version = version;
   s.options = run_config_from_json(j.at("options"), version, where, &s.unrecorded);

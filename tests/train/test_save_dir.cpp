@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/error.h"
 #include "train/run_state.h"
@@ -73,4 +75,28 @@ TEST_F(SaveDirTest, RunIdsAreNewAndOwnershipFollowsThem) {
   EXPECT_TRUE(mine.owns(p("ck/step-000001")));
   SaveDir theirs(p("other2"), a, -1, false);
   EXPECT_FALSE(theirs.owns(p("ck/step-000001")));
+}
+
+// state.json's counts are whole numbers in range: a float such as 1e308 (which no integer holds), a
+// negative step or more skipped steps than steps are refused by name, never converted.
+TEST_F(SaveDirTest, StateCountsAreCheckedStrictly) {
+  TrainOptions o = tiny();
+  o.save_dir = p("ck");
+  o.steps = 1;
+  Trainer(o).run();
+  const std::string path = p("ck/step-000001/state.json");
+  std::ifstream in(path);
+  const nlohmann::json good = nlohmann::json::parse(in);
+  for (const auto& [key, value, needle] :
+       {std::tuple<const char*, nlohmann::json, const char*>{"skipped", 1e308, "not a whole number"},
+        {"step", -1, "outside 0.."},
+        {"step", "3", "not a whole number"},
+        {"skipped", 5, "5 skipped steps of 1"},
+        {"version", 1e9, "not a whole number"}}) {
+    nlohmann::json j = good;
+    j[key] = value;
+    std::ofstream(path) << j.dump();
+    const std::string e = error_of([&] { read_run_state(p("ck/step-000001")); });
+    EXPECT_NE(e.find(needle), std::string::npos) << key << " = " << value.dump() << ": " << e;
+  }
 }
