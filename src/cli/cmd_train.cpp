@@ -454,7 +454,13 @@ void add_train(CLI::App& root) {
       throw Error("train", "--val-data and --val-fraction cannot be combined",
                   "--val-data validates on its own file (all of --data trains); --val-fraction splits --data");
     if (given("--memory-limit")) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
-    if (given("--budget")) parse_bytes(f.budget, "--budget");  // a bad budget is a flag error, whatever the model
+    if (given("--budget")) {
+      const size_t budget = parse_bytes(f.budget, "--budget");  // a bad budget is a flag error, whatever the model
+      if (given("--memory-limit") && f.o.memory_limit < budget)
+        throw Error("train", "--memory-limit " + f.memory_limit + " is below --budget " + f.budget +
+                                 ": a plan that uses its budget would be stopped by the limit",
+                    "give --memory-limit at least the budget, or plan for a smaller --budget");
+    }
     f.o.save_dtype = parse_precision(f.save_dtype, "--save-dtype");  // fp16 refused, as for --precision
     if (given("--save-dtype") && f.o.save.empty())
       throw Error("train", "--save-dtype says how --save writes the weights, and --save is not given",
@@ -475,6 +481,15 @@ void add_train(CLI::App& root) {
     f.o.stop = &g_stop_signal;
     f.o.saving = &g_saving;
     Trainer t(f.o);
+    if (f.o.memory_limit > 0 && f.o.steps > 0) {  // the dry run knows before step 1 whether it fits
+      const size_t need = t.predicted_memory().peak_total;
+      if (need > f.o.memory_limit)
+        throw Error("memory", "--memory-limit " + f.memory_limit + " (" + std::to_string(f.o.memory_limit) +
+                                  " B) is below this run's whole step, " + format_bytes(need) + " (" +
+                                  std::to_string(need) + " B) by the dry run of its step",
+                    "raise --memory-limit to at least " + format_bytes(need) +
+                        ", or pass --budget to plan a step that fits (remat plan shows the trade)");
+    }
     std::printf("remat train: %s, %lld params, dropout %.2f, attention %s\n", f.o.model.describe().c_str(),
                 (long long)t.model().num_params(), f.o.model.dropout,
                 attention_label(f.o.model.attention, f.o.block_attention).c_str());
