@@ -481,6 +481,11 @@ void add_train(CLI::App& root) {
     f.o.stop = &g_stop_signal;
     f.o.saving = &g_saving;
     Trainer t(f.o);
+    for (const char* flag : {"--recompute-last", "--segment-replay"})
+      if (given(flag) && t.strategy().name == "none")
+        throw Error("train", std::string(flag) + " says how checkpointed segments are recomputed, and strategy none "
+                                                 "has none: it would change nothing",
+                    "add a strategy (--recompute block, sqrt, all, uniform:K), or drop " + std::string(flag));
     if (f.o.memory_limit > 0 && f.o.steps > 0) {  // the dry run knows before step 1 whether it fits
       const size_t need = t.predicted_memory().peak_total;
       if (need > f.o.memory_limit)

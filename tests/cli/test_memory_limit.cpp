@@ -1,5 +1,6 @@
-// --memory-limit is checked up front, where the dry run can tell: below --budget, or below the run's
-// predicted whole step, it is refused before step 1, naming both figures.
+// Flags checked up front, before step 1. --memory-limit, where the dry run can tell: below --budget, or
+// below the run's predicted whole step, it is refused naming both figures. The replay flags, which
+// mean nothing without checkpointed segments.
 #include <gtest/gtest.h>
 
 #include "run.h"
@@ -22,6 +23,17 @@ TEST(MemoryLimit, BelowThePredictedWholeStepIsRefusedBeforeStepOne) {
   EXPECT_EQ(r.out.find("val loss"), std::string::npos) << "refused before training";
   // With the limit at the prediction, the run fits exactly.
   EXPECT_EQ(run_remat(tiny_train({"--steps", "2", "--memory-limit", "8914152"})).exit_code, 0);
+}
+
+TEST(ReplayFlags, AreRefusedWithoutSegments) {
+  for (const std::vector<std::string> flags :
+       {std::vector<std::string>{"--recompute-last"}, {"--segment-replay", "internals"},
+        {"--recompute", "selective", "--recompute-last"}}) {
+    std::vector<std::string> a{"--steps", "1"};
+    a.insert(a.end(), flags.begin(), flags.end());
+    check_user_error(run_remat(tiny_train(a)), 1, {"strategy none has none", "--recompute block"});
+  }
+  EXPECT_EQ(run_remat(tiny_train({"--steps", "1", "--recompute", "block", "--recompute-last"})).exit_code, 0);
 }
 
 }  // namespace
