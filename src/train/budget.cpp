@@ -211,6 +211,9 @@ namespace {
 void add_frontiers(KernelPlans& kp) {
   kp.frontier = planner::optimal_frontier(kp.candidates.problem);
   const size_t least = kp.frontier.front().memory.peak_activation, top = kp.frontier.back().memory.peak_activation;
+  // Each is another DP pass: on long chains (seconds each) the whole frontier alone.
+  constexpr int64_t kMaxFinerLayers = 256;
+  if (kp.candidates.cfg.L > kMaxFinerLayers) return;
   for (int k = 1; k <= 3 && (top >> k) > least; ++k)
     for (planner::ChainPlan& cp : planner::optimal_frontier(kp.candidates.problem, top >> k))
       kp.finer.push_back(std::move(cp));
@@ -272,7 +275,10 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
     if (sp.step.peak_total <= budget) return sp;
   }
   // Nothing fits: the least whole-step peak of any plan, dry-running them in order of their bound.
-  std::stable_sort(all.begin(), all.end(), [&](const Alternative& a, const Alternative& b) { return bound(a) < bound(b); });
+  // On a tie the DP's own plan is named (the refusal names it by what it does, checkpoints and all).
+  std::stable_sort(all.begin(), all.end(), [&](const Alternative& a, const Alternative& b) {
+    return bound(a) != bound(b) ? bound(a) < bound(b) : a.summary.empty() > b.summary.empty();
+  });
   std::optional<StepPlan> least_of_all;
   for (const Alternative& a : all) {
     if (least_of_all && bound(a) >= least_of_all->step.peak_total) break;

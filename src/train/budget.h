@@ -132,7 +132,7 @@ struct KernelPlans {
   std::vector<planner::ChainPlan> frontier;
   // Frontiers below a half, a quarter and an eighth of the fastest plan's activation peak, at the
   // DP's finer resolution there (optimal_frontier's limit): more plans for tight budgets, the same
-  // for every budget.
+  // for every budget. Chains of at most 256 blocks (each is one more DP pass).
   std::vector<planner::ChainPlan> finer;
 };
 std::vector<KernelPlans> plan_kernels(const PlanTarget& t);
