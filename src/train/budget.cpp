@@ -208,13 +208,13 @@ StepPlan price_alternative(const Alternative& a, const PlanTarget& t) {
 }  // namespace
 
 namespace {
+// Each level is one more DP pass at the resolution of its own range (a long chain's whole frontier
+// has a few hundred slots: megabytes each at L=1000).
+constexpr int kFinerLevels = 6;
 void add_frontiers(KernelPlans& kp) {
   kp.frontier = planner::optimal_frontier(kp.candidates.problem);
   const size_t least = kp.frontier.front().memory.peak_activation, top = kp.frontier.back().memory.peak_activation;
-  // Each is another DP pass: on long chains (seconds each) the whole frontier alone.
-  constexpr int64_t kMaxFinerLayers = 256;
-  if (kp.candidates.cfg.L > kMaxFinerLayers) return;
-  for (int k = 1; k <= 3 && (top >> k) > least; ++k)
+  for (int k = 1; k <= kFinerLevels && (top >> k) > least; ++k)
     for (planner::ChainPlan& cp : planner::optimal_frontier(kp.candidates.problem, top >> k))
       kp.finer.push_back(std::move(cp));
 }
