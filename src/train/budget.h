@@ -130,9 +130,9 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget);
 struct KernelPlans {
   Candidates candidates;
   std::vector<planner::ChainPlan> frontier;
-  // Frontiers below a half, a quarter and an eighth of the fastest plan's activation peak, at the
-  // DP's finer resolution there (optimal_frontier's limit): more plans for tight budgets, the same
-  // for every budget. Chains of at most 256 blocks (each is one more DP pass).
+  // Frontiers below 1/2, 1/4, ... 1/64 of the fastest plan's activation peak, each at the DP's finer
+  // resolution there (optimal_frontier's limit): more plans for tight budgets, the same for every
+  // budget (long chains' whole frontier is coarse: a few hundred slots).
   std::vector<planner::ChainPlan> finer;
 };
 std::vector<KernelPlans> plan_kernels(const PlanTarget& t);
