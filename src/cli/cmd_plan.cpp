@@ -134,17 +134,23 @@ void print_self_test_a(const Candidates& c, const PlanTarget& t) {
   const StepPlan text = price_strategy(c, sq, "none", t);
   const StepPlan dflt = price_strategy(c, parse_strategy("sqrt", L, false), "none", t);
   const double fwd = tr.blocks[0].fwd_flops(), bwd = tr.blocks[0].bwd_flops();
-  std::printf("  remat, every saved tensor (dry run, fp32): none %s; sqrt as Chen et al. run it (every segment "
+  // What sqrt holds above the formulas' count: its peak minus the K checkpoints and the segment in
+  // flight, each as |x| (the figures printed above), so the sentence is arithmetic on printed figures.
+  const size_t counted = size_t(K + longest) * tr.boundary_bytes;
+  std::printf("  remat, every saved tensor (dry run, %s): none %s; sqrt as Chen et al. run it (every segment "
               "recomputed, one replay keeping internals) %s: ratio %.2f, overhead %.3f; sqrt as remat runs it by "
               "default (last segment stored, replay keeping block inputs) %s: ratio %.2f, overhead %.3f. "
-              "The ratio is not the formulas': store-everything keeps each block's internals (%s, not |x|), and sqrt "
-              "keeps one block's internals on top of its boundaries\n",
-              format_bytes(none.activation_peak).c_str(), format_bytes(text.activation_peak).c_str(),
+              "The ratio is not the formulas': store-everything keeps each block's internals (%s, not |x|), and "
+              "sqrt as Chen et al. run it peaks at %s, %s above the %d|x| = %s the formulas count\n",
+              c.cfg.precision == DType::BF16 ? "bf16" : "fp32", format_bytes(none.activation_peak).c_str(), format_bytes(text.activation_peak).c_str(),
               double(none.activation_peak) / double(text.activation_peak), text.compute.overhead(),
               format_bytes(dflt.activation_peak).c_str(), double(none.activation_peak) / double(dflt.activation_peak),
-              dflt.compute.overhead(), format_bytes(tr.blocks[0].kept_bytes()).c_str());
+              dflt.compute.overhead(), format_bytes(tr.blocks[0].kept_bytes()).c_str(),
+              format_bytes(text.activation_peak).c_str(),
+              text.activation_peak > counted ? format_bytes(text.activation_peak - counted).c_str() : "0 B", K + longest,
+              format_bytes(counted).c_str());
   std::printf("  the overhead in FLOPs: a block's backward is %.3f forwards (the formulas' 2); the embedding and the head "
-              "are never recomputed. The whole step (parameters, gradients and AdamW state included): none %s, "
+              "are never recomputed. The whole step (parameters, gradients, AdamW moments and data included): none %s, "
               "sqrt %s\n",
               bwd / fwd, format_bytes(none.step.peak_total).c_str(), format_bytes(text.step.peak_total).c_str());
 }
@@ -179,19 +185,21 @@ std::vector<Row> textbook_rows(const Candidates& c, const Candidates* flash, con
   return rows;
 }
 
-std::string overhead_str(const StepPlan& p, double base) {
+// A plan's overhead is its FLOPs over store-everything's under the same kernels, the figure its plan
+// file and `remat train` report too (one figure per plan everywhere).
+std::string overhead_str(const StepPlan& p, double) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.3fx", flops(p.compute) / base);
+  std::snprintf(b, sizeof b, "%.3fx", p.compute.overhead());
   return b;
 }
 
-nlohmann::json row_json(const Row& r, double base) {
+nlohmann::json row_json(const Row& r, double) {
   nlohmann::json j = {{"label", r.label},
           {"kind", r.kind == SvgPoint::Kind::Textbook ? "textbook" : r.kind == SvgPoint::Kind::Chosen ? "chosen" : "frontier"},
           {"attention", attention_label(r.plan)},
           {"predicted_activation_bytes", r.plan.activation_peak},
           {"predicted_step_bytes", r.plan.step.peak_total},
-          {"overhead_predicted", flops(r.plan.compute) / base},
+          {"overhead_predicted", r.plan.compute.overhead()},
           {"block_recomputes", r.plan.compute.block_recomputes}};
   if (r.plan.seconds) j["predicted_step_seconds"] = *r.plan.seconds;
   return j;
@@ -399,8 +407,9 @@ void add_plan(CLI::App& root) {
       // carries any plan; a named strategy is spelled as such; else train plans the same again.
       std::string how = f.out.empty() ? short_spelling(*chosen) : "--plan " + f.out;
       std::string model_flags = f.model.command_line(T);
-      // A plan timed by a calibration holds for the calibration's thread count (the plan file says so).
-      if (chosen->threads > 0) model_flags += " --threads " + std::to_string(chosen->threads);
+      // A plan holds for the thread count it was priced at (the plan file says so): spelled when a
+      // calibration or --threads chose it, else it is this process's default, which train gets too.
+      if (chosen->threads > 0 && (cal || given("--threads"))) model_flags += " --threads " + std::to_string(chosen->threads);
       if (how.empty()) {  // no short spelling (a kernel per block has none): train plans the same again
         how = "--budget " + shell_quoted(f.budget) + (cal ? " --calibration " + shell_quoted(f.calibration) : "");
         if (target.allow_flash) model_flags += " --attention auto";
@@ -442,8 +451,9 @@ void add_plan(CLI::App& root) {
                   for (const auto& p : cands.problem.policy_names) n += (n.empty() ? "" : ", ") + p;
                   return n;
                 }().c_str(), target.allow_flash ? "; attention naive or flash, per block" : "");
-    std::printf("whole step = every accounted byte (parameters, gradients, AdamW state %s, data %s, activations, "
-                "their gradients, transients, workspace); overhead = predicted FLOPs / store-everything's\n",
+    std::printf("whole step = every accounted byte (model state: parameters, gradients and AdamW moments %s; "
+                "data %s; activations, their gradients, transients, workspace); overhead = predicted FLOPs / "
+                "store-everything's under the same attention kernels\n",
                 format_bytes(textbook.front().plan.step.persistent).c_str(), format_bytes(target.data_bytes).c_str());
     if (cal)
       std::printf("planned by calibrated time: %s (%s clock, %d threads); step time = predicted seconds of one "

@@ -525,9 +525,11 @@ ChainPlan least_memory_plan(const PlanProblem& pp) {
   return finish(pp, pr, tb, m);
 }
 
-std::vector<ChainPlan> optimal_frontier(const PlanProblem& pp) {
-  const Prepared pr = prepare(pp, 0, true);
-  Tables tb(pr.pb, frontier_slots(pr));
+std::vector<ChainPlan> optimal_frontier(const PlanProblem& pp) { return optimal_frontier(pp, 0); }
+
+std::vector<ChainPlan> optimal_frontier(const PlanProblem& pp, size_t limit) {
+  const Prepared pr = prepare(pp, limit, limit == 0);
+  Tables tb(pr.pb, limit == 0 ? frontier_slots(pr) : std::min(slots_for(pr, limit), frontier_slots(pr)));
   fill(pr.pb, tb);
   std::vector<ChainPlan> all;
   const double* d = tb.D(0);

@@ -102,6 +102,9 @@ ChainPlan least_memory_plan(const PlanProblem& problem);
 // The Pareto frontier of (predicted peak, time) over the family, ascending in memory and
 // descending in time, from one DP pass over budgets up to the fastest plan's peak.
 std::vector<ChainPlan> optimal_frontier(const PlanProblem& problem);
+// The same below `limit` activation bytes (0: no limit), at the resolution optimal_plan uses for that
+// budget: on long chains, finer than the whole frontier's.
+std::vector<ChainPlan> optimal_frontier(const PlanProblem& problem, size_t limit);
 
 // The DP's limits: tables of at most kMaxTableBytes, filled in at most kMaxTableUpdates updates (a
 // few seconds here). Longer chains are refused with a remat::Error, before any table is allocated.

@@ -98,7 +98,9 @@ StepPlan unpriced_plan(const Candidates& c, const planner::ChainPlan& plan, cons
   sp.batch = t.batch;
   sp.micro = t.micro;
   sp.T = t.T;
-  sp.threads = c.calibration ? c.calibration->threads : 0;
+  // The whole step's workspace (attention's per-thread buffers) depends on the thread count, so the
+  // plan is for this process's: a run at another count is refused by name (check_plan_target).
+  sp.threads = c.calibration ? c.calibration->threads : omp_get_max_threads();
   sp.schedule = plan.schedule;
   for (int p : plan.block_policy) {
     sp.block_policy.push_back(c.presets.at(size_t(p)));
@@ -167,26 +169,23 @@ std::optional<std::string> uniform_policy(const StepPlan& p) {
 
 namespace {
 
-// Plans that may fit a whole-step budget better than the DP's answer for the activation budget: the
-// DP ranks plans by activation bytes, and the whole step is not monotone in them (a plan holding more
-// activations can peak lower overall, when its activation peak falls at a quieter moment of the
-// step). So the frontier's faster plans and the textbook strategies under every policy are priced
-// whole-step too, lazily: in order of the time model's cost, none dry-run yet. Bounded: at most
-// kMaxFrontier frontier plans, the fastest by the DP's own time model.
+// The plans a whole-step budget chooses among, the same for every budget (so that more memory can
+// only add plans that fit, never take the fastest away): the whole frontier of the DP's activation
+// budgets, and the textbook strategies under every policy. The DP ranks plans by activation bytes and
+// the whole step is not monotone in them (a plan holding more activations can peak lower overall, when
+// its activation peak falls at a quieter moment of the step), so every one is priced whole-step, lazily.
 struct Alternative {
   planner::ChainPlan plan;
   std::string summary;  // empty: the plan's own
   double cost = 0;      // plan_cost of its StepPlan
+  const Candidates* candidates = nullptr;
 };
-std::vector<Alternative> alternatives(const Candidates& c, const PlanTarget& t, const std::vector<planner::ChainPlan>& front) {
-  constexpr size_t kMaxFrontier = 16;
-  std::vector<Alternative> out;
+void add_alternatives(const Candidates& c, const PlanTarget& t, const std::vector<planner::ChainPlan>& front,
+                      std::vector<Alternative>& out) {
   auto add = [&](planner::ChainPlan cp, std::string summary) {
     const double cost = cost_of(plan_seconds(c, cp, t.accum()), cp.compute);
-    out.push_back({std::move(cp), std::move(summary), cost});
+    out.push_back({std::move(cp), std::move(summary), cost, &c});
   };
-  // The frontier descends in time: its fastest plans are its last.
-  for (size_t k = 0; k < front.size() && k < kMaxFrontier; ++k) add(front[front.size() - 1 - k], "");
   const int L = int(c.cfg.L);
   for (const std::string& policy : c.problem.policy_names)
     for (const char* name : {"none", "all", "block", "sqrt"})
@@ -195,10 +194,30 @@ std::vector<Alternative> alternatives(const Candidates& c, const PlanTarget& t, 
         const StrategySpec spec = parse_strategy(name, L, last);
         add(strategy_chain(c, spec, policy), strategy_summary(spec, policy));
       }
-  std::stable_sort(out.begin(), out.end(), [](const Alternative& a, const Alternative& b) { return a.cost < b.cost; });
-  return out;
+  // After the textbook rows, so that a tie goes to the plan with a name. The frontier descends in
+  // time: its fastest plans are its last.
+  for (size_t k = 0; k < front.size(); ++k) add(front[front.size() - 1 - k], "");
 }
 
+StepPlan price_alternative(const Alternative& a, const PlanTarget& t) {
+  StepPlan sp = price_plan(*a.candidates, a.plan, t);
+  if (!a.summary.empty()) sp.summary = a.summary;
+  return sp;
+}
+
+}  // namespace
+
+namespace {
+// Each level is one more DP pass at the resolution of its own range (a long chain's whole frontier
+// has a few hundred slots: megabytes each at L=1000).
+constexpr int kFinerLevels = 6;
+void add_frontiers(KernelPlans& kp) {
+  kp.frontier = planner::optimal_frontier(kp.candidates.problem);
+  const size_t least = kp.frontier.front().memory.peak_activation, top = kp.frontier.back().memory.peak_activation;
+  for (int k = 1; k <= kFinerLevels && (top >> k) > least; ++k)
+    for (planner::ChainPlan& cp : planner::optimal_frontier(kp.candidates.problem, top >> k))
+      kp.finer.push_back(std::move(cp));
+}
 }  // namespace
 
 void check_calibrated_target(const PlanTarget& t) {
@@ -216,15 +235,15 @@ std::vector<KernelPlans> plan_kernels(const PlanTarget& t) {
   for (autograd::AttentionKind k : kernels) {
     ModelConfig cfg = t.cfg;
     cfg.attention = k;
-    KernelPlans kp{make_candidates(cfg, t.micro, t.T, t.calibration ? &*t.calibration : nullptr), {}};
-    kp.frontier = planner::optimal_frontier(kp.candidates.problem);
+    KernelPlans kp{make_candidates(cfg, t.micro, t.T, t.calibration ? &*t.calibration : nullptr), {}, {}};
+    add_frontiers(kp);
     out.push_back(std::move(kp));
   }
   // Both kernels per block: a superset of the two above, planned last so that a mix is chosen only
   // where it is strictly faster than one kernel everywhere.
   if (t.per_block_attention && kernels.size() > 1) {
-    KernelPlans kp{make_candidates(t.cfg, t.micro, t.T, nullptr, kernels), {}};
-    kp.frontier = planner::optimal_frontier(kp.candidates.problem);
+    KernelPlans kp{make_candidates(t.cfg, t.micro, t.T, nullptr, kernels), {}, {}};
+    add_frontiers(kp);
     out.push_back(std::move(kp));
   }
   return out;
@@ -234,60 +253,48 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget) { return plan_for_b
 
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels) {
   check_calibrated_target(t);
-  std::optional<StepPlan> best, least_of_all;
-  constexpr int kRounds = 12;
+  REMAT_ASSERT(!kernels.empty() && !kernels.front().frontier.empty(), "plan_for_budget: no candidates");
+  // Every kernel's plans in one list ranked by cost; ties go to the earlier kernel (a mix of kernels,
+  // planned last, wins only where strictly faster) and then to the faster-by-frontier order.
+  std::vector<Alternative> all;
   for (const KernelPlans& kp : kernels) {
-    const Candidates& c = kp.candidates;
-    const std::vector<planner::ChainPlan>& front = kp.frontier;
-    // Its first plan is the least-memory plan, its last the fastest.
-    StepPlan least = price_plan(c, front.front(), t);
-    const size_t dp_least_activation = least.activation_peak, dp_least_persistent = least.step.persistent;
-    // The cheapest alternative that fits, dry-running them in order of cost until one does; when none
-    // does, `least` is the least of them. The state the step holds whatever the plan (persistent) is
-    // live at the activation peak, so persistent + the activation peak bounds a plan's whole step from
-    // below: a plan whose bound fits no better than the budget and `least` is not dry-run.
-    std::optional<StepPlan> fit;
-    for (const Alternative& a : alternatives(c, t, front)) {
-      const size_t bound = dp_least_persistent + a.plan.memory.peak_activation;
-      if (bound > budget && bound >= least.step.peak_total) continue;
-      StepPlan sp = price_plan(c, a.plan, t);
-      if (!a.summary.empty()) sp.summary = a.summary;
-      if (sp.step.peak_total < least.step.peak_total) least = sp;
-      if (sp.step.peak_total <= budget) {
-        fit = std::move(sp);
-        break;
-      }
-    }
-    if (!least_of_all || least.step.peak_total < least_of_all->step.peak_total) least_of_all = least;
-    if (least.step.peak_total > budget) continue;
-    size_t act = budget > dp_least_persistent ? budget - dp_least_persistent : 0;
-    for (int round = 0; round < kRounds && act > dp_least_activation; ++round) {
-      planner::ChainPlan cp;
-      try {
-        cp = planner::optimal_plan(c.problem, act);
-      } catch (const Error&) {
-        break;  // below the DP's least: the least-memory plan below
-      }
-      StepPlan sp = price_plan(c, cp, t);
-      if (sp.step.peak_total <= budget) {
-        if (!fit || plan_cost(sp) < plan_cost(*fit)) fit = std::move(sp);
-        break;
-      }
-      // The step rose above the budget by `over`: ask the DP for that much less activation memory.
-      const size_t over = sp.step.peak_total - budget;
-      act = std::min(sp.activation_peak > over ? sp.activation_peak - over : 0, sp.activation_peak - 1);
-    }
-    if (!fit) fit = std::move(least);
-    if (!best || plan_cost(*fit) < plan_cost(*best)) best = std::move(fit);
+    add_alternatives(kp.candidates, t, kp.frontier, all);
+    for (const planner::ChainPlan& cp : kp.finer)
+      all.push_back({cp, "", cost_of(plan_seconds(kp.candidates, cp, t.accum()), cp.compute), &kp.candidates});
   }
-  if (best) return *best;
+  std::stable_sort(all.begin(), all.end(), [](const Alternative& a, const Alternative& b) { return a.cost < b.cost; });
+  // What the step holds whatever the plan (parameters, gradients, optimizer state, data) is live at
+  // the activation peak, so it plus the activation peak bounds a plan's whole step from below: a plan
+  // whose bound exceeds the budget is not dry-run.
+  const size_t persistent = price_plan(kernels.front().candidates, kernels.front().frontier.front(), t).step.persistent;
+  auto bound = [&](const Alternative& a) { return persistent + a.plan.memory.peak_activation; };
+  // The fastest that fits: the same answer as pricing every plan, so a larger budget never loses it.
+  for (const Alternative& a : all) {
+    if (bound(a) > budget) continue;
+    StepPlan sp = price_alternative(a, t);
+    if (sp.step.peak_total <= budget) return sp;
+  }
+  // Nothing fits: the least whole-step peak of any plan, dry-running them in order of their bound.
+  // On a tie the DP's own plan is named (the refusal names it by what it does, checkpoints and all).
+  std::stable_sort(all.begin(), all.end(), [&](const Alternative& a, const Alternative& b) {
+    return bound(a) != bound(b) ? bound(a) < bound(b) : a.summary.empty() > b.summary.empty();
+  });
+  std::optional<StepPlan> least_of_all;
+  for (const Alternative& a : all) {
+    if (least_of_all && bound(a) >= least_of_all->step.peak_total) break;
+    StepPlan sp = price_alternative(a, t);
+    if (!least_of_all || sp.step.peak_total < least_of_all->step.peak_total) least_of_all = std::move(sp);
+  }
   const StepPlan& l = *least_of_all;
+  // Two sizes that round to the same figure are also given in bytes, so that they read apart.
+  const bool close = format_bytes(budget) == format_bytes(l.step.peak_total);
+  auto size = [&](size_t b) { return format_bytes(b) + (close ? " (" + std::to_string(b) + " bytes)" : ""); };
   throw Error("budget",
-              "--budget " + format_bytes(budget) + " is below the least whole-step peak of any plan, " +
-                  format_bytes(l.step.peak_total) + " (" + l.summary + ", attention " + attention_label(l) + "; activations " + format_bytes(l.activation_peak) +
+              "--budget " + size(budget) + " is below the least whole-step peak of any plan, " +
+                  size(l.step.peak_total) + " (" + l.summary + ", attention " + attention_label(l) + "; activations " + format_bytes(l.activation_peak) +
                   ", parameters, gradients, optimizer state and data " + format_bytes(l.step.persistent) + "), for " +
                   describe_target(t),
-              "raise --budget to at least " + format_bytes(l.step.peak_total) +
+              "raise --budget to at least " + size(l.step.peak_total) +
                   ", or use a smaller --micro-batch or --seq" +
                   (t.allow_flash || t.cfg.attention == autograd::AttentionKind::Flash ? "" : ", or --attention auto"));
 }
@@ -394,7 +401,7 @@ StepPlan plan_from_json(const nlohmann::json& file, const std::string& where) {
   }
   for (const auto& [key, v] : {std::pair{"batch", p.batch}, {"micro_batch", p.micro}, {"seq", p.T}})
     if (v <= 0) bad_plan(where, std::string("field \"") + key + "\" must be a positive integer, got " + std::to_string(v));
-  if (p.threads < 0) bad_plan(where, "field \"threads\" must be 0 (planned by FLOPs) or a thread count");
+  if (p.threads < 0) bad_plan(where, "field \"threads\" must be the thread count it was planned at");
   if (p.batch % p.micro != 0)
     bad_plan(where, "micro_batch " + std::to_string(p.micro) + " does not divide batch " + std::to_string(p.batch));
   if (p.T > p.cfg.T) bad_plan(where, "seq " + std::to_string(p.T) + " is above the model's block size " + std::to_string(p.cfg.T));
@@ -440,7 +447,7 @@ void check_plan_target(const StepPlan& p, const ModelConfig& cfg, bool attention
   run.batch = batch;
   run.micro = micro;
   run.T = T;
-  run.threads = p.threads > 0 ? threads : 0;  // a plan by FLOPs holds for any thread count
+  run.threads = p.threads > 0 ? threads : 0;  // 0: a file from before plans recorded their threads
   // What each block does is the plan's to say.
   run.schedule = p.schedule;
   run.block_policy = p.block_policy;

@@ -72,7 +72,8 @@ Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T,
 struct PlanSpec {
   ModelConfig cfg;                         // the plan's attention kernel and precision included
   int64_t batch = 0, micro = 0, T = 0;
-  // The thread count of the calibration the plan was timed with (its ranking holds for it); 0: FLOPs.
+  // The thread count the plan was priced at (the whole step's workspace depends on it; a calibrated
+  // plan's is its calibration's). 0 in older files: any count.
   int64_t threads = 0;
   Schedule schedule;
   std::vector<std::string> block_policy;   // per block: "none" or a preset of the model
@@ -114,15 +115,14 @@ StepPlan price_strategy(const Candidates& c, const StrategySpec& spec, const std
 // The whole step of `p` by dry run, `data_bytes` of data held.
 StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes);
 
-// The fastest plan whose whole-step peak (every accounted byte) fits `budget`. The activation budget
-// given to the DP starts at the budget minus what the step holds whatever the plan (parameters,
-// gradients, optimizer state, data), and is lowered by each dry run's excess until the plan fits
-// (a bounded number of rounds; the least-memory plan is the last resort). With t.allow_flash both
-// kernels are planned and the faster fitting plan wins (with t.per_block_attention, both per block
-// too: a mix wins only where it is strictly faster). "Faster": by t.calibration when given (the DP
-// then minimises predict_time too), else by FLOPs. Throws remat::Error before any training when
-// nothing fits, naming the least whole-step peak of any plan and that plan, and when a calibration
-// (one kernel's) meets allow_flash.
+// The fastest plan whose whole-step peak (every accounted byte) fits `budget`, among a set of plans
+// that does not depend on the budget: the optimal frontier of each kernel the target may plan with
+// (plan_kernels) and the textbook strategies under every policy, each priced by dry run of the whole
+// step. A larger budget therefore never gives a slower plan. With t.allow_flash both kernels are
+// planned (with t.per_block_attention, both per block too: a mix wins only where it is strictly
+// faster). "Faster": by t.calibration when given (the DP then minimises predict_time too), else by
+// FLOPs. Throws remat::Error before any training when nothing fits, naming the least whole-step peak
+// of any of those plans and that plan, and when a calibration (one kernel's) meets allow_flash.
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget);
 
 // The candidates of each kernel a target may plan with (its own; flash too with allow_flash; both
@@ -130,6 +130,10 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget);
 struct KernelPlans {
   Candidates candidates;
   std::vector<planner::ChainPlan> frontier;
+  // Frontiers below 1/2, 1/4, ... 1/64 of the fastest plan's activation peak, each at the DP's finer
+  // resolution there (optimal_frontier's limit): more plans for tight budgets, the same for every
+  // budget (long chains' whole frontier is coarse: a few hundred slots).
+  std::vector<planner::ChainPlan> finer;
 };
 std::vector<KernelPlans> plan_kernels(const PlanTarget& t);
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels);
@@ -160,7 +164,7 @@ StepPlan plan_from_json(const nlohmann::json& j, const std::string& where);
 void write_plan_file(const std::string& path, const StepPlan& p);  // atomically
 StepPlan read_plan_file(const std::string& path);
 // Refuses a plan made for another model (precision included), batch, micro-batch, sequence length or
-// thread count (a calibrated plan's; `threads` is this process's), naming every field that differs,
+// thread count (`threads` is this process's), naming every field that differs,
 // in one line. The attention kernel is the plan's unless `attention_given` (then it must agree).
 void check_plan_target(const StepPlan& p, const ModelConfig& cfg, bool attention_given, int64_t batch, int64_t micro,
                        int64_t T, int64_t threads, const std::string& path);
