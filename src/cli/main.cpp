@@ -1,19 +1,23 @@
 // remat: train GPT-style transformers on CPU with planned activation checkpointing.
 #include <CLI/CLI.hpp>
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/cmd_calibrate.h"
 #include "cli/cmd_sample.h"
 #include "cli/flags.h"
+#include "cli/numbers.h"
 #include "core/error.h"
 
 #ifndef REMAT_VERSION
@@ -216,10 +220,19 @@ int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<st
   return 2;
 }
 
+// --help and --version through stdout, whose writes are checked (CLI11 writes to std::cout).
+int print_help(const CLI::App& app, const CLI::Error& e) {
+  std::ostringstream out;
+  const int code = app.exit(e, out, std::cerr);
+  std::fputs(out.str().c_str(), stdout);
+  return remat::cli::finish_stdout(code);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   default_openmp_wait_policy(argv);
+  remat::cli::check_stdout_writes();
   CLI::App app{
       "remat: train GPT-style transformers on CPU with activation checkpointing.\n"
       "Store some activations, recompute the rest, and see to the byte what the trade costs."};
@@ -234,14 +247,16 @@ int main(int argc, char** argv) {
   remat::cli::add_grads(app);
   remat::cli::add_sample(app);
   remat::cli::add_calibrate(app);
+  remat::cli::make_numbers_strict(app);  // once, for every numeric option of every command
   try {
+    remat::cli::check_environment();
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return print_help(app, e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return print_help(app, e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return print_help(app, e);
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty()) {
       // CLI11 reports "A subcommand is required" even for `remat frobnicate`: name what was typed.
@@ -262,6 +277,13 @@ int main(int argc, char** argv) {
       if (!extras.empty()) return report_extra(app, sub, extras, argc, argv);
     }
     const std::string what = e.what();
+    if (const auto sep = what.find('\x1f'); sep != std::string::npos) {  // numbers.cpp: "--flag: what\x1fhint"
+      const auto colon = what.find(": ");
+      const std::string head = colon < sep ? what.substr(0, colon) + " " + what.substr(colon + 2, sep - colon - 2)
+                                           : what.substr(0, sep);
+      std::fprintf(stderr, "remat: [cli] %s (hint: %s)\n", head.c_str(), what.substr(sep + 1).c_str());
+      return 2;
+    }
     const auto required = what.find(": 1 required ");
     if (required != std::string::npos && what.find(" missing") != std::string::npos) {  // CLI11: "--steps: 1 required INT missing"
       const std::string flag = what.substr(0, required);
@@ -287,10 +309,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "remat: [memory] a size is too large (%s) (hint: use a smaller model, --batch or --seq)\n",
                  e.what());
     return 1;
+  } catch (const dnnl::error& e) {
+    if (const std::string hint = remat::cli::onednn_isa_hint(); !hint.empty()) {
+      std::fprintf(stderr, "remat: [onednn] %s (hint: %s)\n", e.what(), hint.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "remat: error: oneDNN: %s (hint: this is unexpected; please report it with the command line)\n",
+                 e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "remat: error: %s (hint: this is unexpected; please report it with the command line)\n",
                  e.what());
     return 1;
   }
-  return 0;
+  return remat::cli::finish_stdout(0);
 }
