@@ -82,8 +82,9 @@ void ModelFlags::check_given() const {
   if (hidden != kUnset && hidden <= 0)
     throw Error("config", "--hidden must be positive, got " + std::to_string(hidden),
                 "e.g. --hidden 704, or omit it for the architecture's default MLP width");
-  if (given("--rope-theta") && !(rope_theta > 0.0f && std::isfinite(rope_theta)))
-    throw Error("config", "--rope-theta must be a positive number", "LLaMA uses 10000, LLaMA 3 500000");
+  if (given("--rope-theta") && !(rope_theta >= ConfigLimits::kMinRopeTheta && rope_theta <= ConfigLimits::kMaxRopeTheta))
+    throw Error("config", "--rope-theta must be a positive number from 1 to 1e10, got " + shell_quoted(app_->get_option("--rope-theta")->results().back()),
+                "LLaMA uses 10000, LLaMA 3 500000");
 }
 
 void ModelFlags::apply(ModelConfig& c) const {

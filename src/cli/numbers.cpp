@@ -140,12 +140,12 @@ void check_omp_num_threads() {
     while (a < b && std::isspace(static_cast<unsigned char>(all[a]))) ++a;
     while (b > a && std::isspace(static_cast<unsigned char>(all[b - 1]))) --b;
     std::string item = all.substr(a, b - a);
-    if (!strict_integer(item, true, "OMP_NUM_THREADS").empty() || item.empty() || item[0] == '-')
-      throw Error("env", shown + " is not a thread count (a decimal number, or numbers separated by commas)", hint);
+    // A value libgomp cannot read (0, two, 0x4) it has already warned about on stderr, before main(),
+    // and ignores: it runs with its default, which is safe. Only what it reads and would act on is ours.
+    if (!strict_integer(item, true, "OMP_NUM_THREADS").empty() || item.empty() || item[0] == '-') return;
     // libgomp reads it before main() but starts the threads at the first parallel region: refusing
     // here is in time (a clamp would need another re-exec; a user who typed 100000 meant something else).
     const long long v = std::stoll(item);
-    if (v < 1) throw Error("env", shown + ": a thread count must be at least 1", hint);
     if (v > cap)
       throw Error("env",
                   shown + " is above " + std::to_string(cap) + " (4x the " + std::to_string(hw) +

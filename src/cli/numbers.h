@@ -24,7 +24,7 @@ std::string strict_float(const std::string& text, const std::string& flag);
 void make_numbers_strict(CLI::App& app);
 
 // Throws remat::Error for an environment variable remat or its libraries would misread:
-// OMP_NUM_THREADS (decimal thread counts 1 .. max_threads(), comma-separated for nesting),
+// OMP_NUM_THREADS (each thread count libgomp reads at most max_threads()),
 // REMAT_BF16_ISA (portable or avx512_bf16) and ONEDNN_MAX_CPU_ISA (oneDNN's names).
 void check_environment();
 
