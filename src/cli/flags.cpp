@@ -139,7 +139,14 @@ ModelConfig ModelFlags::config() const {
 ModelConfig ModelFlags::config_for_file(const std::string& path) const {
   check_given();
   const ModelConfig fc = read_config(path, NH != kUnset ? NH : 0);
-  ModelConfig c = preset_option && preset_option->count() > 0 ? remat::preset(preset) : fc;
+  const bool preset_given = preset_option && preset_option->count() > 0;
+  // The weights fix the architecture; another --arch would be reported as some other flag's fault.
+  if (!arch.empty() && !preset_given && parse_arch(arch) != fc.arch)
+    throw Error("config",
+                "--arch " + arch + " contradicts --init-from '" + printable(path) + "', which holds a " +
+                    arch_name(fc.arch) + " model",
+                "drop --arch: --init-from takes the architecture from the weights");
+  ModelConfig c = preset_given ? remat::preset(preset) : fc;
   apply(c);
   c.T = block_size != kUnset ? block_size : fc.T;
   if (T != kUnset && T > c.T)

@@ -165,6 +165,22 @@ std::vector<std::string> suggestions(const std::string& typed, const std::vector
   return {};
 }
 
+// Other programs' spellings of remat's flags (nanoGPT, Hugging Face, llm.c): too far from remat's for
+// the edit distance, but what the user meant.
+std::string known_alias(const std::string& typed) {
+  std::string t = strip_dashes(typed);
+  std::replace(t.begin(), t.end(), '_', '-');
+  static const std::pair<const char*, const char*> kAliases[] = {
+      {"learning-rate", "--lr"},   {"max-lr", "--lr"},           {"n-layer", "--layers"},     {"n-layers", "--layers"},
+      {"num-layers", "--layers"},  {"num-hidden-layers", "--layers"}, {"n-embd", "--channels"}, {"hidden-size", "--channels"},
+      {"n-head", "--heads"},       {"num-heads", "--heads"},     {"num-attention-heads", "--heads"},
+      {"batch-size", "--batch"},   {"max-iters", "--steps"},     {"max-steps", "--steps"},    {"iters", "--steps"},
+      {"seq-len", "--seq"},        {"sequence-length", "--seq"}, {"context-length", "--seq"}, {"vocab-size", "--vocab"}};
+  for (const auto& [from, to] : kAliases)
+    if (t == from) return to;
+  return "";
+}
+
 bool looks_like_number(const std::string& s) {
   if (s.size() < 2 || s[0] != '-') return false;
   return std::isdigit(static_cast<unsigned char>(s[1])) || s[1] == '.';
@@ -174,6 +190,18 @@ bool looks_like_number(const std::string& s) {
 int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<std::string>& extras, int argc,
                  char** argv) {
   const std::string cmd = "remat " + sub->get_name();
+  // After a bare '--', CLI11 reads everything as values: a flag there is not unknown, it is stranded.
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--") {
+      if (i + 1 < argc && std::find(extras.begin(), extras.end(), argv[i + 1]) != extras.end()) {
+        std::fprintf(stderr,
+                     "remat: [cli] unexpected argument '%s' after '--' for '%s' (hint: '--' ends the flags, so what "
+                     "follows is not read as one; drop the '--')\n",
+                     remat::printable(argv[i + 1]).c_str(), cmd.c_str());
+        return 2;
+      }
+      break;
+    }
   for (const std::string& e : extras) {
     if (e.size() < 2 || e[0] != '-' || looks_like_number(e)) continue;
     const std::string name = e.substr(0, e.find('='));
@@ -181,7 +209,10 @@ int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<st
     for (const CLI::App* other : root.get_subcommands({}))
       if (other != sub && find_flag(other, name))
         owners += (owners.empty() ? "'remat " : ", 'remat ") + other->get_name() + "'";
-    const auto close = owners.empty() ? suggestions(name, flag_names(sub)) : std::vector<std::string>{};
+    const std::string alias = known_alias(name);
+    const auto close = alias.size() && find_flag(sub, alias) ? std::vector<std::string>{alias}
+                       : owners.empty()                      ? suggestions(name, flag_names(sub))
+                                                             : std::vector<std::string>{};
     if (!close.empty()) {
       hint = "did you mean ";
       for (size_t i = 0; i < close.size(); ++i) hint += (i ? (i + 1 == close.size() ? " or " : ", ") : "") + close[i];

@@ -405,6 +405,15 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
     throw Error("config", where + " has " + what + ", not an architecture remat knows", kKnown);
   }
 
+  // model_type naming one architecture over the other's fields: say so, not that a field is missing.
+  const bool gpt2_keys = j.contains("n_layer") || j.contains("n_embd"),
+             llama_keys = j.contains("num_hidden_layers") || j.contains("hidden_size");
+  if (*arch != (gpt2_keys && !llama_keys ? Arch::GPT2 : llama_keys && !gpt2_keys ? Arch::Llama : *arch))
+    throw Error("config",
+                where + " says " + (mt.empty() ? "architectures " + jtext(j["architectures"]) : "model_type " + quote_name(mt)) +
+                    " but has " + (gpt2_keys ? "GPT-2's fields (n_layer, n_embd)" : "LLaMA's fields (num_hidden_layers, hidden_size)"),
+                std::string("fix ") + where + ": model_type " + (gpt2_keys ? "gpt2" : "llama") + " for these fields");
+
   ModelConfig c;
   c.arch = *arch;
   c.dropout = 0;
@@ -461,7 +470,28 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
       throw Error("config", where + " has attention_bias or mlp_bias true; remat's LLaMA has no biases",
                   "remat supports bias-free LLaMA models only");
   }
-  c.validate();
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    // validate() speaks of flags; these values are the file's: its message in the file's names.
+    std::string w = e.what();
+    if (w.rfind("[", 0) == 0 && w.find("] ") != std::string::npos) w = w.substr(w.find("] ") + 2);
+    if (const size_t h = w.rfind(" (hint: "); h != std::string::npos) w = w.substr(0, h);
+    const bool g = c.arch == Arch::GPT2;
+    for (const auto& [flag, key] : {std::pair<std::string, std::string>{"--kv-heads", "num_key_value_heads"},
+                                    {"--channels", g ? "n_embd" : "hidden_size"},
+                                    {"--heads", g ? "n_head" : "num_attention_heads"},
+                                    {"--layers", g ? "n_layer" : "num_hidden_layers"},
+                                    {"--seq", g ? "n_positions" : "max_position_embeddings"},
+                                    {"--vocab", "vocab_size"}, {"--hidden", g ? "n_inner" : "intermediate_size"}})
+      for (size_t at = w.find(flag); at != std::string::npos; at = w.find(flag, at + key.size()))
+        if (at + flag.size() == w.size() ||
+            (!std::isalnum(static_cast<unsigned char>(w[at + flag.size()])) && w[at + flag.size()] != '-'))
+          w.replace(at, flag.size(), key);
+        else
+          at += 1;
+    throw Error("config", where + " describes a model remat cannot build: " + w, "fix " + where);
+  }
   return c;
 }
 
