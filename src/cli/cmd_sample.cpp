@@ -102,7 +102,7 @@ void add_sample(CLI::App& root) {
     f.so.seed = f.seed;
     // Options that need no model first, then the model's config (cheap: no weights read).
     if (f.so.top_k < 0)
-      throw Error("cli", "--top-k must be 0 (the whole vocabulary) or more, got " + std::to_string(f.so.top_k),
+      throw Error("cli", "--top-k must be between 0 (the whole vocabulary) and the model's vocabulary size, got " + std::to_string(f.so.top_k),
                   "e.g. --top-k 40");
     if (f.so.tokens > kMaxTokens)
       throw Error("cli", "--tokens " + std::to_string(f.so.tokens) + " is above " + std::to_string(kMaxTokens),

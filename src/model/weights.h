@@ -27,7 +27,7 @@ struct ConfigLimits {
   static constexpr int64_t kMaxLayers = 100000;
   static constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;  // channels, heads, block size, vocab, hidden
   static constexpr double kMinRopeTheta = 1, kMaxRopeTheta = 1e10;
-  static constexpr double kMinNormEps = 1e-12, kMaxNormEps = 0.1;
+  static constexpr double kMinNormEps = 1e-12, kMaxNormEps = 1;
 };
 
 // A path ending in ".safetensors" is one file: every parameter (Hugging Face names), written

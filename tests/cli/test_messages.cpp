@@ -44,7 +44,7 @@ TEST(CliMessages, SampleFlagsAreChecked) {
   check_user_error(run_remat({"sample", "--init-from", d / "m.safetensors", "--heads", "3"}), 1,
                    {"--heads 3 contradicts", "4 heads", "drop --heads"});
   const std::string k = check_user_error(run_remat({"sample", "--init-from", d / "m.safetensors", "--top-k", "-3"}), 1,
-                                         {"--top-k must be 0", "got -3"});
+                                         {"--top-k must be between 0", "got -3"});
   EXPECT_EQ(k.find("9223372036854775807"), std::string::npos) << k;
   check_user_error(run_remat({"sample", "--init-from", d / "m.safetensors", "--tokens", "9223372036854775807"}), 1,
                    {"--tokens 9223372036854775807 is above"});
