@@ -57,6 +57,10 @@ std::vector<int32_t> parse_token_list(const std::string& text, int64_t V) {
 
 }  // namespace
 
+// The most tokens one `remat sample` generates: the output of a byte-level model at that length is
+// 10 MB, and far past any use of a CPU-trained model (a larger count is a typo).
+constexpr int64_t kMaxTokens = 10'000'000;
+
 void add_sample(CLI::App& root) {
   auto flags = std::make_shared<SampleFlags>();
   CLI::App* app = root.add_subcommand(
@@ -97,8 +101,20 @@ void add_sample(CLI::App& root) {
     if (f.heads < 0) throw Error("cli", "--heads must be positive, got " + std::to_string(f.heads), "e.g. --heads 32");
     f.so.seed = f.seed;
     // Options that need no model first, then the model's config (cheap: no weights read).
-    if (f.so.tokens < 0 || f.so.top_k < 0 || !(f.so.temperature >= 0)) check_sample_options(f.so, INT64_MAX);
+    if (f.so.top_k < 0)
+      throw Error("cli", "--top-k must be between 0 (the whole vocabulary) and the model's vocabulary size, got " + std::to_string(f.so.top_k),
+                  "e.g. --top-k 40");
+    if (f.so.tokens > kMaxTokens)
+      throw Error("cli", "--tokens " + std::to_string(f.so.tokens) + " is above " + std::to_string(kMaxTokens),
+                  "e.g. --tokens 200; generate more in several runs");
+    if (f.so.tokens < 0 || !(f.so.temperature >= 0)) check_sample_options(f.so, INT64_MAX);
     ModelConfig cfg = read_config(f.init_from, f.heads);
+    // --heads stands in for a head count the file lacks; one the file has is not overridden.
+    if (f.heads > 0 && cfg.NH != f.heads)
+      throw Error("cli",
+                  "--heads " + std::to_string(f.heads) + " contradicts '" + printable(f.init_from) + "', which has " +
+                      std::to_string(cfg.NH) + " heads",
+                  "drop --heads: it is only for a LLaMA .safetensors file without config.json");
     cfg.dropout = 0;
     check_sample_options(f.so, cfg.V);
     const bool bytes = byte_level(cfg);

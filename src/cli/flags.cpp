@@ -82,8 +82,9 @@ void ModelFlags::check_given() const {
   if (hidden != kUnset && hidden <= 0)
     throw Error("config", "--hidden must be positive, got " + std::to_string(hidden),
                 "e.g. --hidden 704, or omit it for the architecture's default MLP width");
-  if (given("--rope-theta") && !(rope_theta > 0.0f && std::isfinite(rope_theta)))
-    throw Error("config", "--rope-theta must be a positive number", "LLaMA uses 10000, LLaMA 3 500000");
+  if (given("--rope-theta") && !(rope_theta >= ConfigLimits::kMinRopeTheta && rope_theta <= ConfigLimits::kMaxRopeTheta))
+    throw Error("config", "--rope-theta must be a positive number from 1 to 1e10, got " + shell_quoted(app_->get_option("--rope-theta")->results().back()),
+                "LLaMA uses 10000, LLaMA 3 500000");
 }
 
 void ModelFlags::apply(ModelConfig& c) const {
@@ -138,7 +139,14 @@ ModelConfig ModelFlags::config() const {
 ModelConfig ModelFlags::config_for_file(const std::string& path) const {
   check_given();
   const ModelConfig fc = read_config(path, NH != kUnset ? NH : 0);
-  ModelConfig c = preset_option && preset_option->count() > 0 ? remat::preset(preset) : fc;
+  const bool preset_given = preset_option && preset_option->count() > 0;
+  // The weights fix the architecture; another --arch would be reported as some other flag's fault.
+  if (!arch.empty() && !preset_given && parse_arch(arch) != fc.arch)
+    throw Error("config",
+                "--arch " + arch + " contradicts --init-from '" + printable(path) + "', which holds a " +
+                    arch_name(fc.arch) + " model",
+                "drop --arch: --init-from takes the architecture from the weights");
+  ModelConfig c = preset_given ? remat::preset(preset) : fc;
   apply(c);
   c.T = block_size != kUnset ? block_size : fc.T;
   if (T != kUnset && T > c.T)

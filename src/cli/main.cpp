@@ -1,19 +1,23 @@
 // remat: train GPT-style transformers on CPU with planned activation checkpointing.
 #include <CLI/CLI.hpp>
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/cmd_calibrate.h"
 #include "cli/cmd_sample.h"
 #include "cli/flags.h"
+#include "cli/numbers.h"
 #include "core/error.h"
 
 #ifndef REMAT_VERSION
@@ -161,6 +165,22 @@ std::vector<std::string> suggestions(const std::string& typed, const std::vector
   return {};
 }
 
+// Other programs' spellings of remat's flags (nanoGPT, Hugging Face, llm.c): too far from remat's for
+// the edit distance, but what the user meant.
+std::string known_alias(const std::string& typed) {
+  std::string t = strip_dashes(typed);
+  std::replace(t.begin(), t.end(), '_', '-');
+  static const std::pair<const char*, const char*> kAliases[] = {
+      {"learning-rate", "--lr"},   {"max-lr", "--lr"},           {"n-layer", "--layers"},     {"n-layers", "--layers"},
+      {"num-layers", "--layers"},  {"num-hidden-layers", "--layers"}, {"n-embd", "--channels"}, {"hidden-size", "--channels"},
+      {"n-head", "--heads"},       {"num-heads", "--heads"},     {"num-attention-heads", "--heads"},
+      {"batch-size", "--batch"},   {"max-iters", "--steps"},     {"max-steps", "--steps"},    {"iters", "--steps"},
+      {"seq-len", "--seq"},        {"sequence-length", "--seq"}, {"context-length", "--seq"}, {"vocab-size", "--vocab"}};
+  for (const auto& [from, to] : kAliases)
+    if (t == from) return to;
+  return "";
+}
+
 bool looks_like_number(const std::string& s) {
   if (s.size() < 2 || s[0] != '-') return false;
   return std::isdigit(static_cast<unsigned char>(s[1])) || s[1] == '.';
@@ -170,6 +190,18 @@ bool looks_like_number(const std::string& s) {
 int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<std::string>& extras, int argc,
                  char** argv) {
   const std::string cmd = "remat " + sub->get_name();
+  // After a bare '--', CLI11 reads everything as values: a flag there is not unknown, it is stranded.
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--") {
+      if (i + 1 < argc && std::find(extras.begin(), extras.end(), argv[i + 1]) != extras.end()) {
+        std::fprintf(stderr,
+                     "remat: [cli] unexpected argument '%s' after '--' for '%s' (hint: '--' ends the flags, so what "
+                     "follows is not read as one; drop the '--')\n",
+                     remat::printable(argv[i + 1]).c_str(), cmd.c_str());
+        return 2;
+      }
+      break;
+    }
   for (const std::string& e : extras) {
     if (e.size() < 2 || e[0] != '-' || looks_like_number(e)) continue;
     const std::string name = e.substr(0, e.find('='));
@@ -177,7 +209,10 @@ int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<st
     for (const CLI::App* other : root.get_subcommands({}))
       if (other != sub && find_flag(other, name))
         owners += (owners.empty() ? "'remat " : ", 'remat ") + other->get_name() + "'";
-    const auto close = owners.empty() ? suggestions(name, flag_names(sub)) : std::vector<std::string>{};
+    const std::string alias = known_alias(name);
+    const auto close = alias.size() && find_flag(sub, alias) ? std::vector<std::string>{alias}
+                       : owners.empty()                      ? suggestions(name, flag_names(sub))
+                                                             : std::vector<std::string>{};
     if (!close.empty()) {
       hint = "did you mean ";
       for (size_t i = 0; i < close.size(); ++i) hint += (i ? (i + 1 == close.size() ? " or " : ", ") : "") + close[i];
@@ -216,10 +251,19 @@ int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<st
   return 2;
 }
 
+// --help and --version through stdout, whose writes are checked (CLI11 writes to std::cout).
+int print_help(const CLI::App& app, const CLI::Error& e) {
+  std::ostringstream out;
+  const int code = app.exit(e, out, std::cerr);
+  std::fputs(out.str().c_str(), stdout);
+  return remat::cli::finish_stdout(code);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   default_openmp_wait_policy(argv);
+  remat::cli::check_stdout_writes();
   CLI::App app{
       "remat: train GPT-style transformers on CPU with activation checkpointing.\n"
       "Store some activations, recompute the rest, and see to the byte what the trade costs."};
@@ -234,14 +278,16 @@ int main(int argc, char** argv) {
   remat::cli::add_grads(app);
   remat::cli::add_sample(app);
   remat::cli::add_calibrate(app);
+  remat::cli::make_numbers_strict(app);  // once, for every numeric option of every command
   try {
+    remat::cli::check_environment();
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return print_help(app, e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return print_help(app, e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return print_help(app, e);
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty()) {
       // CLI11 reports "A subcommand is required" even for `remat frobnicate`: name what was typed.
@@ -262,6 +308,13 @@ int main(int argc, char** argv) {
       if (!extras.empty()) return report_extra(app, sub, extras, argc, argv);
     }
     const std::string what = e.what();
+    if (const auto sep = what.find('\x1f'); sep != std::string::npos) {  // numbers.cpp: "--flag: what\x1fhint"
+      const auto colon = what.find(": ");
+      const std::string head = colon < sep ? what.substr(0, colon) + " " + what.substr(colon + 2, sep - colon - 2)
+                                           : what.substr(0, sep);
+      std::fprintf(stderr, "remat: [cli] %s (hint: %s)\n", head.c_str(), what.substr(sep + 1).c_str());
+      return 2;
+    }
     const auto required = what.find(": 1 required ");
     if (required != std::string::npos && what.find(" missing") != std::string::npos) {  // CLI11: "--steps: 1 required INT missing"
       const std::string flag = what.substr(0, required);
@@ -287,10 +340,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "remat: [memory] a size is too large (%s) (hint: use a smaller model, --batch or --seq)\n",
                  e.what());
     return 1;
+  } catch (const dnnl::error& e) {
+    if (const std::string hint = remat::cli::onednn_isa_hint(); !hint.empty()) {
+      std::fprintf(stderr, "remat: [onednn] %s (hint: %s)\n", e.what(), hint.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "remat: error: oneDNN: %s (hint: this is unexpected; please report it with the command line)\n",
+                 e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "remat: error: %s (hint: this is unexpected; please report it with the command line)\n",
                  e.what());
     return 1;
   }
-  return 0;
+  return remat::cli::finish_stdout(0);
 }

@@ -34,7 +34,18 @@
 
 #include "core/record_fwd.h"
 
+namespace remat {
+struct ModelConfig;
+}
+
 namespace remat::record {
+
+// Range checks run on a record once read, beyond what its field types allow: none by default.
+template <class T>
+void check_limits(const T&, const std::string&) {}
+// A model config's sizes and reals, as strictly as the flags that set them (src/model/weights.cpp;
+// weights.h has the limits). Throws FieldError naming the field.
+void check_limits(const ModelConfig& c, const std::string& path);
 
 template <class T>
 concept Record = requires(T& t) { T::fields(t, [](const char*, auto&) {}); };
@@ -136,6 +147,7 @@ void from_json(const nlohmann::json& j, T& out, const std::string& path) {
         T::fields(out, [&](const char* k, auto&) { listed = listed || key == k; });
         if (!listed) throw FieldError(detail::join(path, key.c_str()), "is not a field this remat knows");
       }
+    check_limits(out, path);
   } else if constexpr (Coded<T>) {
     try {
       out = Codec<T>::decode(j);
@@ -180,7 +192,13 @@ void from_json(const nlohmann::json& j, T& out, const std::string& path) {
     }
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!j.is_number() || !std::isfinite(j.get<double>())) throw bad("a finite number");
-    out = T(j.get<double>());
+    const double d = j.get<double>();
+    // A double the field's type cannot hold would become infinity (1e300) or be flushed towards 0 (1e-45).
+    if (std::fabs(d) > double(std::numeric_limits<T>::max()) ||
+        (d != 0 && std::fabs(d) < double(std::numeric_limits<T>::min())))
+      throw bad(std::is_same_v<T, float> ? "a number a float holds (0, or 1.2e-38 to 3.4e38 in magnitude)"
+                                         : "a number a double holds");
+    out = T(d);
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!j.is_string()) throw bad("a string");
     out = j.get<std::string>();

@@ -12,9 +12,11 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
+#include "core/record.h"
 #include "core/safetensors.h"
 #include "core/tensor_store.h"
 #include "kernels/bf16.h"
@@ -110,8 +112,9 @@ std::string jtext(const json& v) {
   return printable(s);
 }
 
-// A positive integer field; `dflt` when absent or null (required when dflt is nullopt).
-int64_t jint(const json& j, const char* key, const std::string& where, std::optional<int64_t> dflt = std::nullopt) {
+// A positive integer field, at most `max`; `dflt` when absent or null (required when dflt is nullopt).
+int64_t jint(const json& j, const char* key, const std::string& where, std::optional<int64_t> dflt = std::nullopt,
+             int64_t max = ConfigLimits::kMaxSize) {
   if (!j.contains(key) || j[key].is_null()) {
     if (dflt) return *dflt;
     throw Error("config", where + " has no \"" + key + "\"",
@@ -134,17 +137,32 @@ int64_t jint(const json& j, const char* key, const std::string& where, std::opti
   if (!ok || r <= 0)
     throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(v) + ", not a positive integer",
                 "fix " + where);
+  if (r > max)
+    throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(v) + ", above " +
+                              std::to_string(max) + ", more than remat runs",
+                "fix " + where);
   return r;
 }
 
-// A positive finite number field; `dflt` when absent or null.
-double jnum(const json& j, const char* key, const std::string& where, double dflt) {
+std::string real_text(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+// A positive finite number field in [lo, hi]; `dflt` when absent or null.
+double jnum(const json& j, const char* key, const std::string& where, double dflt, double lo, double hi) {
   if (!j.contains(key) || j[key].is_null()) return dflt;
   const json& v = j[key];
   if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
     throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(v) + ", not a positive number",
                 "fix " + where);
-  return v.get<double>();
+  const double d = v.get<double>();
+  if (d < lo || d > hi)
+    throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(v) + ", outside " +
+                              real_text(lo) + " to " + real_text(hi),
+                "fix " + where);
+  return d;
 }
 
 bool jbool(const json& j, const char* key, const std::string& where, bool dflt) {
@@ -387,18 +405,27 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
     throw Error("config", where + " has " + what + ", not an architecture remat knows", kKnown);
   }
 
+  // model_type naming one architecture over the other's fields: say so, not that a field is missing.
+  const bool gpt2_keys = j.contains("n_layer") || j.contains("n_embd"),
+             llama_keys = j.contains("num_hidden_layers") || j.contains("hidden_size");
+  if (*arch != (gpt2_keys && !llama_keys ? Arch::GPT2 : llama_keys && !gpt2_keys ? Arch::Llama : *arch))
+    throw Error("config",
+                where + " says " + (mt.empty() ? "architectures " + jtext(j["architectures"]) : "model_type " + quote_name(mt)) +
+                    " but has " + (gpt2_keys ? "GPT-2's fields (n_layer, n_embd)" : "LLaMA's fields (num_hidden_layers, hidden_size)"),
+                std::string("fix ") + where + ": model_type " + (gpt2_keys ? "gpt2" : "llama") + " for these fields");
+
   ModelConfig c;
   c.arch = *arch;
   c.dropout = 0;
   if (c.arch == Arch::GPT2) {
-    c.L = jint(j, "n_layer", where);
+    c.L = jint(j, "n_layer", where, std::nullopt, ConfigLimits::kMaxLayers);
     c.C = jint(j, "n_embd", where);
     c.NH = jint(j, "n_head", where);
     c.T = j.contains("n_positions") && !j["n_positions"].is_null() ? jint(j, "n_positions", where) : jint(j, "n_ctx", where);
     c.V = jint(j, "vocab_size", where);
     const int64_t H = jint(j, "n_inner", where, 0);
     c.hidden = H == 4 * c.C ? 0 : H;
-    const double eps = jnum(j, "layer_norm_epsilon", where, 1e-5);
+    const double eps = jnum(j, "layer_norm_epsilon", where, 1e-5, ConfigLimits::kMinNormEps, ConfigLimits::kMaxNormEps);
     if (std::fabs(eps - 1e-5) > 1e-9)
       throw Error("config", where + " has layer_norm_epsilon " + jtext(j["layer_norm_epsilon"]) +
                                 "; remat's GPT-2 layernorm uses 1e-5",
@@ -408,15 +435,15 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
       throw Error("config", where + " has activation_function " + quote_name(act) + "; remat's GPT-2 uses gelu_new (tanh GELU)",
                   "remat supports GPT-2's standard activation only");
   } else {
-    c.L = jint(j, "num_hidden_layers", where);
+    c.L = jint(j, "num_hidden_layers", where, std::nullopt, ConfigLimits::kMaxLayers);
     c.C = jint(j, "hidden_size", where);
     c.NH = jint(j, "num_attention_heads", where);
     c.KVH = jint(j, "num_key_value_heads", where, c.NH);
     c.hidden = jint(j, "intermediate_size", where);
     c.T = jint(j, "max_position_embeddings", where);
     c.V = jint(j, "vocab_size", where);
-    c.rope_theta = float(jnum(j, "rope_theta", where, 10000.0));
-    c.norm_eps = float(jnum(j, "rms_norm_eps", where, 1e-6));  // transformers' LlamaConfig default
+    c.rope_theta = float(jnum(j, "rope_theta", where, 10000.0, ConfigLimits::kMinRopeTheta, ConfigLimits::kMaxRopeTheta));
+    c.norm_eps = float(jnum(j, "rms_norm_eps", where, 1e-6, ConfigLimits::kMinNormEps, ConfigLimits::kMaxNormEps));  // transformers' LlamaConfig default
     if (jbool(j, "tie_word_embeddings", where, false))
       throw Error("config", where + " has tie_word_embeddings true; remat's LLaMA has its own lm_head.weight",
                   "remat trains untied LLaMA models only (Llama 2/3 7B and up); untie the checkpoint first");
@@ -443,7 +470,28 @@ ModelConfig config_from_hf(const json& j, const std::string& where) {
       throw Error("config", where + " has attention_bias or mlp_bias true; remat's LLaMA has no biases",
                   "remat supports bias-free LLaMA models only");
   }
-  c.validate();
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    // validate() speaks of flags; these values are the file's: its message in the file's names.
+    std::string w = e.what();
+    if (w.rfind("[", 0) == 0 && w.find("] ") != std::string::npos) w = w.substr(w.find("] ") + 2);
+    if (const size_t h = w.rfind(" (hint: "); h != std::string::npos) w = w.substr(0, h);
+    const bool g = c.arch == Arch::GPT2;
+    for (const auto& [flag, key] : {std::pair<std::string, std::string>{"--kv-heads", "num_key_value_heads"},
+                                    {"--channels", g ? "n_embd" : "hidden_size"},
+                                    {"--heads", g ? "n_head" : "num_attention_heads"},
+                                    {"--layers", g ? "n_layer" : "num_hidden_layers"},
+                                    {"--seq", g ? "n_positions" : "max_position_embeddings"},
+                                    {"--vocab", "vocab_size"}, {"--hidden", g ? "n_inner" : "intermediate_size"}})
+      for (size_t at = w.find(flag); at != std::string::npos; at = w.find(flag, at + key.size()))
+        if (at + flag.size() == w.size() ||
+            (!std::isalnum(static_cast<unsigned char>(w[at + flag.size()])) && w[at + flag.size()] != '-'))
+          w.replace(at, flag.size(), key);
+        else
+          at += 1;
+    throw Error("config", where + " describes a model remat cannot build: " + w, "fix " + where);
+  }
   return c;
 }
 
@@ -577,3 +625,24 @@ ModelConfig read_config(const std::string& path, int64_t heads) {
 }
 
 }  // namespace remat
+
+namespace remat::record {
+
+void check_limits(const ModelConfig& c, const std::string& path) {
+  // Upper bounds only, and the range of a positive real: ModelConfig::validate() refuses zeros and
+  // negatives with its own words.
+  using L = ConfigLimits;
+  auto at = [&](const char* key) { return path.empty() ? std::string(key) : path + "." + key; };
+  for (const auto& [key, v, hi] : {std::tuple<const char*, int64_t, int64_t>{"layers", c.L, L::kMaxLayers},
+                                   {"channels", c.C, L::kMaxSize}, {"heads", c.NH, L::kMaxSize},
+                                   {"kv_heads", c.KVH, L::kMaxSize}, {"block_size", c.T, L::kMaxSize},
+                                   {"vocab", c.V, L::kMaxSize}, {"hidden", c.hidden, L::kMaxSize}})
+    if (v > hi) throw FieldError(at(key), "must be at most " + std::to_string(hi) + ", got " + std::to_string(v));
+  for (const auto& [key, v, lo, hi] :
+       {std::tuple<const char*, double, double, double>{"rope_theta", c.rope_theta, L::kMinRopeTheta, L::kMaxRopeTheta},
+        {"norm_eps", c.norm_eps, L::kMinNormEps, L::kMaxNormEps}})
+    if (v > 0 && (v < lo || v > hi))
+      throw FieldError(at(key), "must be " + real_text(lo) + " to " + real_text(hi) + ", got " + real_text(v));
+}
+
+}  // namespace remat::record

@@ -19,6 +19,17 @@ namespace remat {
 // its own), as transformers' save_pretrained does by default.
 constexpr size_t kDefaultShardBytes = size_t(2) << 30;
 
+// The numbers a model config may hold, from flags and files alike (config.json, plan, calibration and
+// checkpoint files, through record::check_limits). Beyond them a value is a typo or a damaged file:
+// more blocks than remat plans, a size that overflows int32 token ids or shapes, a rotary base or
+// norm epsilon no model uses (1e300 would become infinity as a float and be saved as null).
+struct ConfigLimits {
+  static constexpr int64_t kMaxLayers = 100000;
+  static constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;  // channels, heads, block size, vocab, hidden
+  static constexpr double kMinRopeTheta = 1, kMaxRopeTheta = 1e10;
+  static constexpr double kMinNormEps = 1e-12, kMaxNormEps = 1;
+};
+
 // A path ending in ".safetensors" is one file: every parameter (Hugging Face names), written
 // atomically, with the config as "remat.*" metadata. Any other path is a model folder, written
 // with save_tensor_folder: config.json in Hugging Face's format for the architecture (hf_config)

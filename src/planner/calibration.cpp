@@ -1,6 +1,8 @@
 #include "planner/calibration.h"
 
 #include <cmath>
+#include <cstdio>
+#include <tuple>
 #include <type_traits>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +16,16 @@ using nlohmann::json;
 
 namespace {
 constexpr const char* kFormat = "remat-calibration";
+// Bounds of a calibration's numbers: a day per action is far beyond any block of a model remat can
+// hold; counts (batch, seq, repeats) as the flags that set them.
+constexpr double kMaxSeconds = 86400;
+constexpr int64_t kMaxCount = (int64_t(1) << 31) - 1;
+
+std::string number_text(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
 
 std::string remeasure_hint(const std::string& source) {
   return "measure it anew with the same model flags, --batch, --threads and --clock: remat calibrate ... --out " + source;
@@ -66,16 +78,26 @@ Calibration parse_calibration(const std::string& body, const std::string& source
   for (const auto& [key, v] : {std::pair{"batch", int64_t(c.B)}, {"seq", c.T}, {"threads", c.threads}, {"repeats", c.repeats}})
     if (v < 1) corrupt(source, "\"" + std::string(key) + "\" must be at least 1, got " + std::to_string(v));
   if (c.clock != "wall" && c.clock != "cpu") corrupt(source, "\"clock\" must be \"wall\" or \"cpu\"");
-  // Every time is a non-negative number of seconds.
-  bool negative = false;
-  Calibration::fields(c, [&](const char*, const auto& f) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(f)>, double>) negative = negative || f < 0;
+  for (const auto& [key, v, max] : {std::tuple{"batch", int64_t(c.B), kMaxCount}, {"seq", c.T, kMaxCount},
+                                    {"threads", int64_t(c.threads), int64_t(1024)}, {"repeats", int64_t(c.repeats), kMaxCount}})
+    if (v > max) corrupt(source, "\"" + std::string(key) + "\" is " + std::to_string(v) + ", above " + std::to_string(max));
+  // Every time is a number of seconds, at most kMaxSeconds; a block's passes take some time (a 0 would
+  // make every plan that repeats them look free).
+  auto check_time = [&](const std::string& key, double v, bool positive) {
+    if (v < 0) corrupt(source, "a time is negative: \"" + key + "\" is " + number_text(v) + " seconds");
+    if (positive && v == 0) corrupt(source, "\"" + key + "\" is 0 seconds; a block pass takes time");
+    if (v > kMaxSeconds)
+      corrupt(source, "\"" + key + "\" is " + number_text(v) + " seconds, more than " + number_text(kMaxSeconds));
+  };
+  Calibration::fields(c, [&](const char* key, const auto& f) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(f)>, double>)
+      check_time(key, f, std::string(key) == "forward_pass" || std::string(key) == "recompute_pass");
   });
-  for (const auto& p : c.policies)
-    Calibration::PolicyCosts::fields(p, [&](const char*, const auto& f) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(f)>, double>) negative = negative || f < 0;
+  for (size_t i = 0; i < c.policies.size(); ++i)
+    Calibration::PolicyCosts::fields(c.policies[i], [&](const char* key, const auto& f) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(f)>, double>)
+        check_time("policies[" + std::to_string(i) + "]." + key, f, true);
     });
-  if (negative) corrupt(source, "a time is negative");
   if (c.policies.empty()) corrupt(source, "\"policies\" must be a non-empty list");
   for (size_t p = 0; p < c.policies.size(); ++p)
     for (size_t q = 0; q < p; ++q)

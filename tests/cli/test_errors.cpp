@@ -115,7 +115,8 @@ TEST(CliErrors, MicroBatchDoesNotDivideBatch) {
 
 // Sizes whose byte counts overflow or exceed the machine: a config error, not an abort or OOM kill.
 TEST(CliErrors, AbsurdSizes) {
-  EXPECT_USER_ERROR(train({"--steps", "1", "--seq", "9999999999999999999"}), "[config]", "absurdly large");
+  // Above 2^63-1: refused as typed (was clamped to 2^63-1).
+  check_user_error(train({"--steps", "1", "--seq", "9999999999999999999"}), 2, {"[cli]", "--seq", "too large"});
   EXPECT_USER_ERROR(run_remat({"plan", "--seq", "9000000000000000000"}), "[config]", "absurdly large");
   EXPECT_USER_ERROR(run_remat({"plan", "--batch", "9000000000000000000"}), "[config]", "absurdly large");
   EXPECT_USER_ERROR(train({"--steps", "1", "--layers", "100000000"}), "[config]", "absurdly large");
@@ -229,7 +230,7 @@ TEST(CliErrors, SaveIntoMissingDirectory) {
 namespace {
 TEST(CliErrors, OutOfRangeTrainingSettings) {
   EXPECT_USER_ERROR(train({"--eval-batches", "0"}), "[train]", "--eval-batches");
-  EXPECT_USER_ERROR(train({"--lr", "inf"}), "[train]", "--lr");
+  check_user_error(train({"--lr", "inf"}), 2, {"[cli]", "--lr 'inf' is not a decimal number"});
   EXPECT_USER_ERROR(train({"--warmup", "-1"}), "[train]", "--warmup");
   EXPECT_USER_ERROR(train({"--clip", "-1"}), "[train]", "--clip");
   EXPECT_USER_ERROR(train({"--weight-decay", "-0.5"}), "[train]", "--weight-decay");
