@@ -57,6 +57,11 @@ void add_calibrate(CLI::App& root) {
       throw Error("cli", "--warmup must be 0 to 1000, got " + std::to_string(f.warmup), "e.g. --warmup 1");
     check_sizes(cfg, f.batch, T, 16.0);
     IoPolicy().output(f.out, "--out").check();  // before any work (core/io_policy.h)
+    if (f.warmup == 0 && f.repeats < 3 && !f.quiet)  // the first round pays for page faults and JIT code
+      std::fprintf(stderr, "remat: warning: --warmup 0 --repeats %lld times cold rounds (first-touch page faults, "
+                           "oneDNN's kernel generation) with too few rounds for the median to drop them; the "
+                           "calibration may rank plans wrongly (use --warmup 1 or --repeats 3)\n",
+                   (long long)f.repeats);
     CalibrateOptions o;
     o.cfg = cfg;
     o.B = f.batch;

@@ -52,6 +52,9 @@ void add_grads(CLI::App& root) {
     threads.threads = f.threads;
     threads.apply_threads();
     if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 2");
+    if (app->get_option("--seq")->count() > 0 && f.seq <= 0)  // 0 would silently mean the block size
+      throw Error("cli", "--seq must be positive, got " + std::to_string(f.seq),
+                  "e.g. --seq 64, or omit it for the model's block size");
     // Before anything is read: --out must not replace the weights or the data (core/io_policy.h).
     IoPolicy()
         .input(f.init_from, "--init-from", IoPolicy::In::Model)

@@ -453,6 +453,9 @@ void add_train(CLI::App& root) {
     if (given("--val-data") && given("--val-fraction"))
       throw Error("train", "--val-data and --val-fraction cannot be combined",
                   "--val-data validates on its own file (all of --data trains); --val-fraction splits --data");
+    if (given("--micro-batch") && f.o.micro_batch <= 0)  // 0 would silently mean the whole batch
+      throw Error("train", "--micro-batch must be positive, got " + std::to_string(f.o.micro_batch),
+                  "e.g. --micro-batch 2, or omit it for one micro-batch of the whole --batch");
     if (given("--memory-limit")) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
     if (given("--budget")) {
       const size_t budget = parse_bytes(f.budget, "--budget");  // a bad budget is a flag error, whatever the model

@@ -230,17 +230,6 @@ void ModelFlags::apply_threads() const {
   omp_set_num_threads(int(threads));
 }
 
-std::string shell_quoted(const std::string& v) {
-  bool plain = !v.empty();
-  for (char ch : v)
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) || std::string("._:,+-/=").find(ch) != std::string::npos))
-      plain = false;
-  if (plain) return v;
-  std::string q = "'";
-  for (char ch : v) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
 std::string ModelFlags::command_line(int64_t seq) const {
   const auto quoted = shell_quoted;
   // The preset only when given: train's default is the same (kDefaultPreset).

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/shell.h"
 #include "train/trainer.h"
 
 namespace remat::cli {
@@ -67,8 +68,8 @@ uint64_t parse_seed(const std::string& text, const std::string& flag);
 // Registers `flag` as a seed option that parses with parse_seed into `seed` (its value the default).
 CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);
 
-// An option's value for a pasted command line: as is when plain, else in single quotes.
-std::string shell_quoted(const std::string& v);
+// shell_quoted (core/shell.h): an option's value for a pasted command line.
+using remat::shell_quoted;
 
 // --precision's (or --save-dtype's) text: fp32 or bf16; fp16 is refused (not supported), as is anything else.
 DType parse_precision(const std::string& text, const std::string& flag = "--precision");

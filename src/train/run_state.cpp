@@ -34,6 +34,13 @@ void fsync_dir(const std::string& dir) {
   }
 }
 
+// Whether `j` is a state.json object of remat's ("format": "remat-checkpoint", a string).
+bool is_checkpoint_state(const nlohmann::json& j) {
+  if (!j.is_object()) return false;
+  const auto f = j.find("format");
+  return f != j.end() && f->is_string() && f->get<std::string>() == "remat-checkpoint";
+}
+
 // A whole number field of state.json, 0 .. `most`: a JSON integer, not a float (1e308 would not
 // convert) nor a string.
 int64_t count_field(const nlohmann::json& j, const char* key, const std::string& where, int64_t most = INT64_MAX) {
@@ -221,7 +228,7 @@ std::optional<std::string> checkpoint_run(const std::string& dir) {
   if (!fs::is_regular_file(state, ec)) return std::nullopt;
   try {
     const nlohmann::json j = nlohmann::json::parse(read_file(state.string()));
-    if (!j.is_object() || j.value("format", std::string()) != "remat-checkpoint") return std::nullopt;
+    if (!is_checkpoint_state(j)) return std::nullopt;
     if (!j.contains("identity")) return std::string();
     const nlohmann::json& id = j.at("identity");
     if (!id.is_object() || !id.contains("run") || !id.at("run").is_string()) return std::nullopt;
@@ -270,7 +277,7 @@ RunState read_run_state(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw Error("checkpoint", "'" + where + "' is not valid JSON", "the checkpoint is damaged; use another one");
   }
-  if (!j.is_object() || j.value("format", std::string()) != "remat-checkpoint")
+  if (!is_checkpoint_state(j))
     throw Error("checkpoint", "'" + where + "' is not a remat checkpoint state", "give a folder written by --save-dir");
   const int version = int(count_field(j, "version", where, 1000000));
   if (version < 1 || version > kCheckpointVersion)

@@ -119,14 +119,18 @@ Trainer::Trainer(const TrainOptions& o) {
   if (!(o.lr > 0) || !std::isfinite(o.lr)) throw Error("train", "--lr must be a positive number", "e.g. --lr 1e-3");
   auto non_negative = [](double v, const char* flag, const char* example) {
     if (!(v >= 0) || !std::isfinite(v))
+      throw Error("train", std::string(flag) + " must be >= 0, got " + fmt_g(v), std::string("e.g. ") + example);
+  };
+  auto whole = [](int64_t v, const char* flag, const char* example) {  // echoed as typed, not as a float
+    if (v < 0)
       throw Error("train", std::string(flag) + " must be >= 0, got " + std::to_string(v), std::string("e.g. ") + example);
   };
-  non_negative(double(o.warmup), "--warmup", "--warmup 20");
-  non_negative(double(o.lr_decay_steps), "--lr-decay-steps", "--lr-decay-steps 5000 (0: the run's --steps)");
+  whole(o.warmup, "--warmup", "--warmup 20");
+  whole(o.lr_decay_steps, "--lr-decay-steps", "--lr-decay-steps 5000 (0: the run's --steps)");
   non_negative(o.clip, "--clip", "--clip 1.0 (0 turns clipping off)");
   non_negative(o.weight_decay, "--weight-decay", "--weight-decay 0.1");
-  non_negative(double(o.sample_tokens), "--sample-tokens", "--sample-tokens 200");
-  non_negative(double(o.eval_every), "--eval-every", "--eval-every 50 (0: only at the end)");
+  whole(o.sample_tokens, "--sample-tokens", "--sample-tokens 200");
+  whole(o.eval_every, "--eval-every", "--eval-every 50 (0: only at the end)");
   if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
     throw Error("train", "--val-fraction must be between 0 and 1 (exclusive), got " + fmt_g(o.val_fraction),
                 "e.g. --val-fraction 0.1 for a 90/10 split, or --val-data FILE");

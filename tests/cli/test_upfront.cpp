@@ -36,4 +36,28 @@ TEST(ReplayFlags, AreRefusedWithoutSegments) {
   EXPECT_EQ(run_remat(tiny_train({"--steps", "1", "--recompute", "block", "--recompute-last"})).exit_code, 0);
 }
 
+// A value that would silently mean "the default" is refused; integers are echoed as typed.
+TEST(UpFront, ZeroIsNotTheDefaultAndIntegersEchoAsTyped) {
+  check_user_error(run_remat(tiny_train({"--steps", "1", "--micro-batch", "0"})), 1,
+                   {"--micro-batch must be positive, got 0"});
+  const RunResult w = run_remat(tiny_train({"--steps", "1", "--warmup", "-5"}));
+  check_user_error(w, 1, {"--warmup must be >= 0, got -5 "});
+  EXPECT_EQ(w.err.find("-5.0"), std::string::npos) << w.err;
+  TempDir d;
+  ASSERT_EQ(run_remat(tiny_train({"--steps", "1", "--save", d / "w.safetensors"})).exit_code, 0);
+  d.write("t.txt", std::string(4000, 'a'));
+  check_user_error(run_remat({"grads", "--init-from", d / "w.safetensors", "--heads", "4", "--data", d / "t.txt",
+                              "--seq", "0", "--out", d / "g.safetensors"}),
+                   1, {"--seq must be positive, got 0"});
+  EXPECT_FALSE(fs::exists(d / "g.safetensors"));
+}
+
+TEST(UpFront, ColdCalibrationWarns) {
+  TempDir d;
+  const RunResult r = run_remat({"calibrate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--warmup", "0",
+                                 "--repeats", "1", "--out", d / "c.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.err.find("warning: --warmup 0 --repeats 1 times cold rounds"), std::string::npos) << r.err;
+}
+
 }  // namespace
