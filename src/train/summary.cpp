@@ -48,25 +48,29 @@ std::string plain_summary(const ReportInput& in, const PlanTarget& t) {
          (pred == meas ? ", as predicted to the byte" : ", predicted " + mib(pred));
   }
   r += ".\n";
-  // A smaller budget to show the planner at work: three quarters of this run's whole step.
+  // A budget to show the planner at work: for store-everything a quarter less than its whole step;
+  // for a run that saves memory, half way between its whole step and store-everything's.
   const size_t whole = in.measure.whole_step ? in.measure.whole_step->peak_total : in.measure.peak_total;
+  const double target = is_none ? 0.75 * double(whole) : 0.5 * (double(whole) + double(all.step.peak_total));
+  const std::string why = is_none ? "a quarter less than this run's whole step"
+                                  : "half way between this run's whole step and storing everything's, " +
+                                        mib(all.step.peak_total);
   try {
-    const double budget_mib = std::floor(0.75 * double(whole) / double(1 << 20) * 10.0) / 10.0;
+    const double budget_mib = std::floor(target / double(1 << 20) * 10.0) / 10.0;
     if (budget_mib <= 0) return r;
     char flag[48];
     std::snprintf(flag, sizeof flag, "--budget %gMiB", budget_mib);
     const StepPlan p = plan_for_budget(t, size_t(budget_mib * double(1 << 20)));
     const double ratio = p.compute.overhead();
-    r += "with a quarter less memory: under " + std::string(flag) + " (the whole step; storing everything needs " +
-         mib(all.step.peak_total) + "), the planner would run " + p.summary + ", attention " + attention_label(p) +
+    r += "the planner: under " + std::string(flag) + " for the whole step (" + why + "), it would run " + p.summary + ", attention " + attention_label(p) +
          ": activations " + mib(p.activation_peak) + ", whole step " + mib(p.step.peak_total) + ", " + percent(ratio) +
          " FLOPs. Run it with `remat train " + flag + "`; `remat plan " + flag + "` shows the alternatives.\n";
   } catch (const Error& e) {
     // No plan fits there: say what the least is (the planner's own refusal names it).
-    std::string why = e.what();
-    const size_t tag = why.find("] "), hint = why.find(" (hint: ");
-    why = why.substr(tag == std::string::npos ? 0 : tag + 2, hint == std::string::npos ? std::string::npos : hint - tag - 2);
-    r += "with a quarter less memory: no plan fits; " + why + ".\n";
+    std::string msg = e.what();
+    const size_t tag = msg.find("] "), hint = msg.find(" (hint: ");
+    msg = msg.substr(tag == std::string::npos ? 0 : tag + 2, hint == std::string::npos ? std::string::npos : hint - tag - 2);
+    r += "the planner: no plan fits " + why + "; " + msg + ".\n";
   }
   return r;
 }
