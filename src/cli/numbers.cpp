@@ -1,6 +1,7 @@
 #include "cli/numbers.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -238,6 +239,10 @@ int finish_stdout(int code) {
   const int err = errno;
   if (!flush_failed && !std::ferror(stdout) && !cxx_bad) return code;
   const int why = g_stdout_errno ? g_stdout_errno : err;
+  // The reader of a pipe went away (`remat ... | head`): end as any filter does, silently, with
+  // SIGPIPE's conventional status. (remat train blocks SIGPIPE, so its write fails with EPIPE
+  // instead of killing it; it has saved its weights and checkpoint by then.)
+  if (why == EPIPE) return 128 + SIGPIPE;
   const std::string cause = why ? std::strerror(why) : "a write failed";
   std::fprintf(stderr,
                "remat: [io] cannot write to stdout: %s; the output is incomplete (hint: %s)\n", cause.c_str(),

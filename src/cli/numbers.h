@@ -35,7 +35,8 @@ std::string onednn_isa_hint();
 void check_stdout_writes();
 
 // Flushes stdout (C and C++ streams) and returns `code`, or, when a write to stdout failed at any
-// point of the run, prints one line on stderr naming stdout and the cause and returns 1.
+// point of the run, prints one line on stderr naming stdout and the cause and returns 1; when the
+// failure was a closed pipe (EPIPE), returns 141 (128 + SIGPIPE) without a word, as filters do.
 int finish_stdout(int code);
 
 }  // namespace remat::cli

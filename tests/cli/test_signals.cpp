@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "run.h"
@@ -104,6 +105,26 @@ TEST(SignalsResumed, TermWhileScanningLeavesTheCheckpointAsItWas) {
   const RunResult res = train({"--resume", d / "ck", "--save", d / "resumed.safetensors"}, "");
   ASSERT_EQ(res.exit_code, 0) << res.describe();
   EXPECT_EQ(slurp(d / "resumed.safetensors"), slurp(d / "full.safetensors"));
+}
+
+// `remat train ... | head`: the reader goes away before the report. The run still writes its weights
+// and checkpoint, and ends silently with SIGPIPE's conventional status, as any filter does.
+TEST(SignalsResumed, AClosedPipeOnStdoutEndsWith141AfterSaving) {
+  TempDir d;
+  const std::string cmd = "bash -c '" + std::string(REMAT_BINARY) +
+                          " train --preset tiny --steps 2 --sample-tokens 0 --no-progress --save " + (d / "w.safetensors") +
+                          " --save-dir " + (d / "ck") + " 2>" + (d / "err.txt") +
+                          " | true; echo \"${PIPESTATUS[0]}\"'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[64] = "";
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  ::pclose(p);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::string(buf), "141\n") << slurp(d / "err.txt");
+  EXPECT_TRUE(fs::exists(d / "w.safetensors"));
+  EXPECT_TRUE(fs::exists(d / "ck/step-000002/state.json"));
+  EXPECT_EQ(slurp(d / "err.txt").find("stdout"), std::string::npos) << "a closed pipe is not an error to report";
 }
 
 }  // namespace
