@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/shell.h"
+#include "core/text.h"
 #include "train/trainer.h"
 
 namespace remat::cli {
@@ -68,7 +68,7 @@ uint64_t parse_seed(const std::string& text, const std::string& flag);
 // Registers `flag` as a seed option that parses with parse_seed into `seed` (its value the default).
 CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);
 
-// shell_quoted (core/shell.h): an option's value for a pasted command line.
+// shell_quoted (core/text.h): an option's value for a pasted command line.
 using remat::shell_quoted;
 
 // --precision's (or --save-dtype's) text: fp32 or bf16; fp16 is refused (not supported), as is anything else.

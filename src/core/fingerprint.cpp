@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace remat {
 
@@ -21,12 +22,6 @@ std::string hex64(uint64_t h) {
   char b[20];
   std::snprintf(b, sizeof b, "%016llx", (unsigned long long)h);
   return b;
-}
-
-std::string with_commas(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (size_t k = s.size(); k > 3; k -= 3) s.insert(k - 3, ",");
-  return s;
 }
 
 }  // namespace

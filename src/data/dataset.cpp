@@ -17,6 +17,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/signal_point.h"
+#include "core/text.h"
 
 static_assert(std::endian::native == std::endian::little,
               "remat::data uses little-endian token files in place: a big-endian host would need byte swapping");
@@ -35,16 +36,6 @@ constexpr uint64_t kMaxMapBytes = uint64_t(1) << 47;
 constexpr int64_t kMaxUnknown = -2;  // max_cache_ before the first max_token()
 
 std::atomic<size_t> g_mapped_bytes{0};
-
-// 1234567 -> "1,234,567".
-std::string with_commas(uint64_t v) {
-  std::string s = std::to_string(v), r;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i && (s.size() - i) % 3 == 0) r += ',';
-    r += s[i];
-  }
-  return r;
-}
 
 std::string fmt_g(double v) {
   char buf[32];

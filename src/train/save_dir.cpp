@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/shell.h"
+#include "core/text.h"
 #include "train/run_state.h"
 
 namespace remat {

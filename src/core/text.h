@@ -1,6 +1,7 @@
-// Text for command lines that remat prints for pasting.
+// Text that users read: words for a pasted command line, and numbers as people write them.
 #pragma once
 #include <cctype>
+#include <cstdint>
 #include <string>
 
 namespace remat {
@@ -15,6 +16,17 @@ inline std::string shell_quoted(const std::string& v) {
   std::string q = "'";
   for (char ch : v) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
   return q + "'";
+}
+
+// 1234567 -> "1,234,567".
+inline std::string with_commas(uint64_t v) {
+  const std::string s = std::to_string(v);
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) r += ',';
+    r += s[i];
+  }
+  return r;
 }
 
 }  // namespace remat
