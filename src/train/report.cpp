@@ -17,6 +17,10 @@
 
 namespace remat {
 
+double flop_overhead(const autograd::Counters& c) {
+  return (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
+}
+
 double textbook_overhead(const StrategySpec& s, int L) {
   if (s.name == "none") return 1.0;
   if (s.name == "all") return (3.0 * L + L * (L + 1) / 2.0) / (3.0 * L);
@@ -85,9 +89,6 @@ std::string seconds_text(double s) {
   return b;
 }
 
-double flop_overhead(const autograd::Counters& c) {
-  return (c.fwd_flops + c.bwd_flops + c.recompute_flops) / (c.fwd_flops + c.bwd_flops);
-}
 
 std::string headline(const ReportInput& in, const Predicted& pr) {
   const int L = in.model->num_layers();

@@ -50,6 +50,9 @@ ReportInput report_input(const Trainer& t, const TrainSummary& s);
 // none 1, segments 4/3, all (3L + L(L+1)/2) / 3L.
 double textbook_overhead(const StrategySpec& s, int L);
 
+// The counted FLOP overhead of a step: (fwd + bwd + recompute) / (fwd + bwd).
+double flop_overhead(const autograd::Counters& c);
+
 // The answer first, in one line: "activations X MiB instead of Y MiB (-Z%), step time +W% against
 // store-everything", X the run's measured activation peak, Y the dry run's prediction for
 // store-everything (strategy none, no policy), W from the measured step times (or, without them,

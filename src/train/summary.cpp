@@ -28,8 +28,7 @@ std::string plain_summary(const ReportInput& in, const PlanTarget& t) {
   const int L = int(t.cfg.L);
   const StepPlan all = price_strategy(c, parse_strategy("none", L, false), "none", t);
   const size_t have = in.measure.peak_activation, every = all.activation_peak;
-  const auto& k = in.measure.counters;
-  const double flops = (k.fwd_flops + k.bwd_flops + k.recompute_flops) / (k.fwd_flops + k.bwd_flops);
+  const double flops = flop_overhead(in.measure.counters);
   std::string r = "in short: ";
   const bool is_none = in.strategy.name == "none" && !in.policy && in.block_policy.empty();
   if (is_none) {
