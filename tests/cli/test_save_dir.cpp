@@ -177,3 +177,14 @@ TEST(SaveDir, ResumeFromAnOlderStepDoesNotOverwriteLaterOnes) {
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(slurp(d / "branch/step-000004/weights.safetensors"), later) << "the branch replays the same steps";
 }
+
+// A resumed run does not write into a folder that holds another run's checkpoints.
+TEST(SaveDir, ResumeIntoAnotherRunsFolderIsRefused) {
+  TempDir d;
+  ASSERT_EQ(train({"--steps", "2", "--save-dir", d / "a"}).exit_code, 0);
+  ASSERT_EQ(train({"--steps", "2", "--seed", "9", "--save-dir", d / "b"}).exit_code, 0);
+  const std::string before = slurp(d / "a/step-000002/state.json");
+  check_user_error(train({"--resume", d / "b", "--steps", "4", "--lr-decay-steps", "2", "--save-dir", d / "a"}), 1,
+                   {"holds the checkpoints of another run", "step-000002"});
+  EXPECT_EQ(slurp(d / "a/step-000002/state.json"), before);
+}
