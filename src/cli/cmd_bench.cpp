@@ -26,8 +26,8 @@
 #include "planner/calibration.h"
 #include "planner/optimal.h"
 #include "planner/planner.h"
-#include "train/budget.h"
-#include "train/calibrate.h"
+#include "planner/budget.h"
+#include "planner/calibrate.h"
 #include "train/report.h"
 
 namespace remat::cli {

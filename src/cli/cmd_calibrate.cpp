@@ -1,5 +1,5 @@
 // remat calibrate: measure this machine's per-block costs for the planner's time model
-// (planner/calibration.h, train/calibrate.h) and write them to a small file.
+// (planner/calibration.h, planner/calibrate.h) and write them to a small file.
 #include "cli/cmd_calibrate.h"
 
 #include <omp.h>
@@ -11,7 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/io_policy.h"
-#include "train/calibrate.h"
+#include "planner/calibrate.h"
 
 namespace remat::cli {
 

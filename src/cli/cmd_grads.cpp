@@ -11,7 +11,7 @@
 #include "core/safetensors.h"
 #include "data/dataset.h"
 #include "model/weights.h"
-#include "train/step.h"
+#include "step/step.h"
 
 namespace remat::cli {
 

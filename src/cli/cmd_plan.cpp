@@ -1,5 +1,5 @@
 // remat plan: the memory/compute frontier of a config beside the textbook strategies, and the fastest
-// plan under a whole-step byte budget (train/budget.h), with the `remat train` command that runs it.
+// plan under a whole-step byte budget (planner/budget.h), with the `remat train` command that runs it.
 // Runs nothing, so it prices models far larger than this machine can train.
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,10 @@
 #include "core/io_policy.h"
 #include "checkpoint/policy.h"
 #include "core/atomic_file.h"
-#include "train/budget.h"
+#include "planner/budget.h"
+#include "train/run_data.h"
 #include "train/report.h"
-#include "train/svg.h"
+#include "viz/svg.h"
 #include "train/trainer.h"
 
 namespace remat::cli {

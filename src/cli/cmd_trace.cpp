@@ -1,5 +1,5 @@
 // remat trace: the event order of one training step (spec self-test (c)), with live activation bytes;
-// with --svg, the same step as a picture of live bytes per category (train/svg.h).
+// with --svg, the same step as a picture of live bytes per category (viz/svg.h).
 #include <omp.h>
 #include <algorithm>
 #include <cstdio>
@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "core/io_policy.h"
 #include "planner/planner.h"
-#include "train/budget.h"
-#include "train/svg.h"
+#include "planner/budget.h"
+#include "viz/svg.h"
 
 namespace remat::cli {
 

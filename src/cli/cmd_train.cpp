@@ -19,7 +19,8 @@
 #include "core/io_policy.h"
 #include "core/signal_point.h"
 #include "model/weights.h"
-#include "train/budget.h"
+#include "planner/budget.h"
+#include "train/run_data.h"
 #include "train/report.h"
 #include "train/run_state.h"
 #include "train/summary.h"
@@ -270,7 +271,7 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   std::printf("resuming from %s (step %lld of %lld)\n", dir.c_str(), (long long)st.step, (long long)o.steps);
 }
 
-// --budget SIZE / --plan FILE: the strategy and policies come from a plan (train/budget.h), made
+// --budget SIZE / --plan FILE: the strategy and policies come from a plan (planner/budget.h), made
 // here for the whole step under the budget, or read from `remat plan --out`. Either excludes the
 // flags that choose a strategy or a policy by hand.
 void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string& budget_text, const std::string& plan_file,

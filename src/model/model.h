@@ -119,7 +119,7 @@ class Model {
     refresh_lowp();
   }
   // Rounds every master into its bf16 copy (if any). Whatever changes the masters calls it: init and
-  // load_weights (the optimizer step writes the copies in its own pass: adamw_step in train/step.h).
+  // load_weights (the optimizer step writes the copies in its own pass: adamw_step in step/step.h).
   void refresh_lowp();
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }

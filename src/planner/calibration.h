@@ -1,4 +1,4 @@
-// The time model that holds: seconds of a step's parts, measured on this machine (train/calibrate.h,
+// The time model that holds: seconds of a step's parts, measured on this machine (planner/calibrate.h,
 // `remat calibrate`), kept in a small versioned JSON file, and the step time of any schedule priced
 // from them by walking its actions.
 //

@@ -12,7 +12,7 @@
 // segments:..., either replay mode, --recompute-last, a selective policy) is one schedule of this
 // family, and the DP finds the fastest one whose predicted peak fits the budget.
 //
-// A candidate may also fix the block's attention kernel (train/budget.h's make_candidates under
+// A candidate may also fix the block's attention kernel (planner/budget.h's make_candidates under
 // --attention auto: (policy, kernel) pairs), so the kernel too is chosen per block. A forward keeping
 // nothing is priced once per block whatever the candidate (TimeModel::forward_pass): both kernels'
 // forwards count the same FLOPs, which make_candidates checks.

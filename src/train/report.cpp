@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/stats.h"
-#include "train/budget.h"
+#include "planner/budget.h"
 #include "planner/optimal.h"
 #include "planner/planner.h"
 

@@ -9,7 +9,7 @@
 #include "checkpoint/schedule.h"
 #include "core/allocator.h"
 #include "model/model.h"
-#include "train/step.h"
+#include "step/step.h"
 #include "train/trainer.h"
 
 namespace remat {

@@ -29,7 +29,7 @@
 #include "core/fingerprint.h"
 #include "core/tensor.h"
 #include "model/model.h"
-#include "train/run_config.h"
+#include "step/run_config.h"
 
 namespace remat {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "train/budget.h"
+#include "planner/budget.h"
 #include "train/report.h"
 
 namespace remat {

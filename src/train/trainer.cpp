@@ -25,6 +25,7 @@
 #include "planner/planner.h"
 #include "core/record.h"
 #include "train/metrics_file.h"
+#include "train/run_data.h"
 #include "train/run_state.h"
 #include "train/save_dir.h"
 #include "core/signal_point.h"
@@ -61,46 +62,6 @@ std::string fmt_g(double v) {
   return b;
 }
 
-// (train, validation): the last val_fraction of the data validates (views of one mapping), or, with
-// val_data, all of the data trains and val_data validates.
-std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions& o, int64_t T) {
-  data::TokenDataset all;
-  if (o.random_tokens > 0) {
-    std::vector<uint16_t> t(size_t(o.random_tokens));
-    std::mt19937_64 gen(o.seed);
-    for (auto& x : t) x = uint16_t(gen() % uint64_t(o.model.V));
-    all = data::TokenDataset::from_tokens(t, "random tokens (V=" + std::to_string(o.model.V) + ")", false);
-  } else {
-    all = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
-  }
-  all.check_vocab(o.model.V);
-  if (o.val_data.empty() || o.random_tokens > 0) return all.split(o.val_fraction, T);
-
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(o.val_data, ec))
-    throw Error("data", "--val-data '" + o.val_data + "' does not exist",
-                "check the path, or omit --val-data to validate on the last --val-fraction of the training data");
-  if (!o.data.empty() && fs::exists(o.data, ec) && fs::equivalent(o.data, o.val_data, ec))
-    throw Error("data", "--val-data '" + o.val_data + "' is the training data file '" + o.data + "'",
-                "give held-out data (nanoGPT's val.bin), or omit --val-data to split off the last --val-fraction");
-  data::TokenDataset val = data::TokenDataset::load(o.val_data, data::parse_format(o.data_format));
-  if (val.byte_level() != all.byte_level())
-    throw Error("data",
-                "--val-data " + val.description() + " is " + (val.byte_level() ? "byte-level text" : "token ids") +
-                    " but the training data " + all.description() + " is " +
-                    (all.byte_level() ? "byte-level text" : "token ids"),
-                "validate on data of the same kind, or force one reading with --data-format");
-  val.check_vocab(o.model.V);
-  const uint64_t need = uint64_t(T) + 1;
-  for (const auto* d : {&all, &val})
-    if (d->size() < need)
-      throw Error("data",
-                  std::string(d == &val ? "--val-data " : "the training data ") + d->description() + " holds " +
-                      std::to_string(d->size()) + " tokens, fewer than one window of T + 1 = " + std::to_string(need),
-                  "use a smaller --seq or more data");
-  return {std::move(all), std::move(val)};
-}
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& o) {

@@ -12,8 +12,8 @@
 #include "checkpoint/policy.h"
 #include "checkpoint/schedule.h"
 #include "model/model.h"
-#include "train/run_config.h"
-#include "train/step.h"
+#include "step/run_config.h"
+#include "step/step.h"
 
 namespace remat {
 

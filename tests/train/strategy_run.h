@@ -13,7 +13,7 @@
 #include "checkpoint/policy.h"
 #include "model/model.h"
 #include "planner/planner.h"
-#include "train/step.h"
+#include "step/step.h"
 
 namespace remat::strategy_test {
 

@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "planner/planner.h"
-#include "train/step.h"
+#include "step/step.h"
 #include "train/trainer.h"
 #include "learning.h"
 #include "strategy_run.h"

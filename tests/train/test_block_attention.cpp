@@ -14,8 +14,8 @@
 
 #include "core/error.h"
 #include "test_util.h"
-#include "train/budget.h"
-#include "train/step.h"
+#include "planner/budget.h"
+#include "step/step.h"
 #include "train/trainer.h"
 
 using namespace remat;

@@ -11,7 +11,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "train/budget.h"
+#include "planner/budget.h"
+#include "train/run_data.h"
 #include "train/trainer.h"
 
 using namespace remat;

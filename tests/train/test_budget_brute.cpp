@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "train/budget.h"
+#include "planner/budget.h"
 
 using namespace remat;
 

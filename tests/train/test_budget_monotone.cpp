@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "train/budget.h"
+#include "planner/budget.h"
 
 using namespace remat;
 

@@ -20,7 +20,7 @@
 #include "core/record.h"
 #include "model/weights.h"
 #include "planner/calibration.h"
-#include "train/budget.h"
+#include "planner/budget.h"
 #include "train/run_state.h"
 
 using namespace remat;

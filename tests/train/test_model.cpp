@@ -11,7 +11,7 @@
 #include "model/gpt.h"
 #include "model/weights.h"
 #include "planner/planner.h"
-#include "train/step.h"
+#include "step/step.h"
 #include "train/trainer.h"
 #include "learning.h"
 

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "planner/optimal.h"
-#include "train/step.h"
+#include "step/step.h"
 
 using namespace remat;
 

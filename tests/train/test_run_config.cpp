@@ -18,7 +18,7 @@
 #include "core/record.h"
 #include "planner/calibration.h"
 #include "test_util.h"
-#include "train/budget.h"
+#include "planner/budget.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 

@@ -14,7 +14,7 @@
 
 #include "core/allocator.h"
 #include "planner/optimal.h"
-#include "train/step.h"
+#include "step/step.h"
 #include "train/trainer.h"
 
 using namespace remat;

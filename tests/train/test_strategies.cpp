@@ -12,7 +12,7 @@
 #include "checkpoint/policy.h"
 #include "planner/planner.h"
 #include "core/error.h"
-#include "train/step.h"
+#include "step/step.h"
 #include "strategy_run.h"
 #include "model/model.h"
 

@@ -1,4 +1,4 @@
-// The SVG pictures (train/svg.h): both documents are well-formed XML with no scripts, every label is
+// The SVG pictures (viz/svg.h): both documents are well-formed XML with no scripts, every label is
 // present and escaped, the axes cover every point and the geometry maps back to the data (markers at
 // their values through the axis ticks, the timeline's stacked areas adding up category by category).
 // With REMAT_SVG_OUT=DIR set, the frontier of the default model is also written to DIR/frontier.svg
@@ -14,8 +14,8 @@
 
 #include "core/atomic_file.h"
 #include "planner/optimal.h"
-#include "train/budget.h"
-#include "train/svg.h"
+#include "planner/budget.h"
+#include "viz/svg.h"
 #include "train/svg_xml.h"
 
 using namespace remat;

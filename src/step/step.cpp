@@ -1,4 +1,4 @@
-#include "train/step.h"
+#include "step/step.h"
 
 #include <algorithm>
 #include <chrono>

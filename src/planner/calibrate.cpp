@@ -1,4 +1,4 @@
-#include "train/calibrate.h"
+#include "planner/calibrate.h"
 
 #include <omp.h>
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "planner/calibration.h"
-#include "train/step.h"
+#include "step/step.h"
 
 namespace remat {
 

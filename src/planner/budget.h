@@ -17,12 +17,11 @@
 #include "model/model.h"
 #include "planner/calibration.h"
 #include "planner/optimal.h"
-#include "train/run_config.h"
-#include "train/step.h"
+#include "step/run_config.h"
+#include "step/step.h"
 
 namespace remat {
 
-struct TrainOptions;
 
 // What a plan is made for.
 struct PlanTarget {
@@ -169,7 +168,5 @@ StepPlan read_plan_file(const std::string& path);
 void check_plan_target(const StepPlan& p, const ModelConfig& cfg, bool attention_given, int64_t batch, int64_t micro,
                        int64_t T, int64_t threads, const std::string& path);
 
-// What the options' training data will hold in the allocator (Category::Data), by loading it.
-size_t data_bytes_for(const TrainOptions& o);
 
 }  // namespace remat

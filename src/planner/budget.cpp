@@ -1,4 +1,4 @@
-#include "train/budget.h"
+#include "planner/budget.h"
 
 #include <omp.h>
 
@@ -10,9 +10,6 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/record.h"
-#include "data/dataset.h"
-#include "train/run_state.h"
-#include "train/trainer.h"
 
 namespace remat {
 
@@ -457,23 +454,6 @@ void check_plan_target(const StepPlan& p, const ModelConfig& cfg, bool attention
   throw Error("plan", "plan file '" + path + "' was made for another run: " + record::describe(d, "plan", "this run"),
               "train with the plan's model, batch and thread flags (remat plan printed them on its use: line), or plan "
               "again for this run");
-}
-
-size_t data_bytes_for(const TrainOptions& o) {
-  Allocator& a = Allocator::global();
-  const size_t before = a.active(Category::Data);
-  size_t held = 0;
-  if (o.random_tokens > 0) {
-    const std::vector<uint16_t> t(size_t(o.random_tokens));
-    const data::TokenDataset d = data::TokenDataset::from_tokens(t, "random tokens", false);
-    held = a.active(Category::Data) - before;
-  } else {
-    const data::TokenDataset d = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
-    std::optional<data::TokenDataset> v;
-    if (!o.val_data.empty()) v = data::TokenDataset::load(o.val_data, data::parse_format(o.data_format));
-    held = a.active(Category::Data) - before;
-  }
-  return held;
 }
 
 }  // namespace remat

@@ -1,4 +1,4 @@
-#include "train/svg.h"
+#include "viz/svg.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,74 @@
+#include "train/run_data.h"
+
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "train/trainer.h"
+
+namespace remat {
+
+// (train, validation): the last val_fraction of the data validates (views of one mapping), or, with
+// val_data, all of the data trains and val_data validates.
+std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions& o, int64_t T) {
+  data::TokenDataset all;
+  if (o.random_tokens > 0) {
+    std::vector<uint16_t> t(size_t(o.random_tokens));
+    std::mt19937_64 gen(o.seed);
+    for (auto& x : t) x = uint16_t(gen() % uint64_t(o.model.V));
+    all = data::TokenDataset::from_tokens(t, "random tokens (V=" + std::to_string(o.model.V) + ")", false);
+  } else {
+    all = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
+  }
+  all.check_vocab(o.model.V);
+  if (o.val_data.empty() || o.random_tokens > 0) return all.split(o.val_fraction, T);
+
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(o.val_data, ec))
+    throw Error("data", "--val-data '" + o.val_data + "' does not exist",
+                "check the path, or omit --val-data to validate on the last --val-fraction of the training data");
+  if (!o.data.empty() && fs::exists(o.data, ec) && fs::equivalent(o.data, o.val_data, ec))
+    throw Error("data", "--val-data '" + o.val_data + "' is the training data file '" + o.data + "'",
+                "give held-out data (nanoGPT's val.bin), or omit --val-data to split off the last --val-fraction");
+  data::TokenDataset val = data::TokenDataset::load(o.val_data, data::parse_format(o.data_format));
+  if (val.byte_level() != all.byte_level())
+    throw Error("data",
+                "--val-data " + val.description() + " is " + (val.byte_level() ? "byte-level text" : "token ids") +
+                    " but the training data " + all.description() + " is " +
+                    (all.byte_level() ? "byte-level text" : "token ids"),
+                "validate on data of the same kind, or force one reading with --data-format");
+  val.check_vocab(o.model.V);
+  const uint64_t need = uint64_t(T) + 1;
+  for (const auto* d : {&all, &val})
+    if (d->size() < need)
+      throw Error("data",
+                  std::string(d == &val ? "--val-data " : "the training data ") + d->description() + " holds " +
+                      std::to_string(d->size()) + " tokens, fewer than one window of T + 1 = " + std::to_string(need),
+                  "use a smaller --seq or more data");
+  return {std::move(all), std::move(val)};
+}
+
+size_t data_bytes_for(const TrainOptions& o) {
+  Allocator& a = Allocator::global();
+  const size_t before = a.active(Category::Data);
+  size_t held = 0;
+  if (o.random_tokens > 0) {
+    const std::vector<uint16_t> t(size_t(o.random_tokens));
+    const data::TokenDataset d = data::TokenDataset::from_tokens(t, "random tokens", false);
+    held = a.active(Category::Data) - before;
+  } else {
+    const data::TokenDataset d = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
+    std::optional<data::TokenDataset> v;
+    if (!o.val_data.empty()) v = data::TokenDataset::load(o.val_data, data::parse_format(o.data_format));
+    held = a.active(Category::Data) - before;
+  }
+  return held;
+}
+
+
+}  // namespace remat
