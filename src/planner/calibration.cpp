@@ -128,41 +128,41 @@ void check_calibration(const Calibration& c, const ModelConfig& cfg, int64_t B, 
                 remeasure_hint(source));
 }
 
+namespace {
+// The calibration as a TimeModel whose policy p is cal.policies[index[p]] (copies: the model outlives
+// the call).
+TimeModel time_model_of(const Calibration& cal, const std::vector<int>& index) {
+  std::vector<Calibration::PolicyCosts> pol;
+  for (int q : index) pol.push_back(cal.policies.at(size_t(q)));
+  TimeModel tm;
+  tm.forward_pass = [f = cal.forward_pass](int) { return f; };
+  tm.recompute_pass = [r = cal.recompute_pass](int) { return r; };
+  tm.free_checkpoint = [x = cal.free_checkpoint](int) { return x; };
+  tm.forward_store = [pol](int, int p) { return pol.at(size_t(p)).forward_store; };
+  tm.recompute_store = [pol](int, int p) { return pol.at(size_t(p)).recompute_store; };
+  tm.backward_stored = [pol](int, int p) { return pol.at(size_t(p)).backward_stored; };
+  tm.backward_replayed = [pol](int, int p) { return pol.at(size_t(p)).backward_replayed; };
+  tm.fixed = cal.fixed();
+  return tm;
+}
+}  // namespace
+
 TimePrediction predict_time(const Calibration& cal, const Schedule& s, const std::vector<int>& block_policy) {
   REMAT_ASSERT(!cal.policies.empty(), "calibration without policies");
-  TimePrediction t;
-  t.fixed = cal.fixed();
-  std::vector<char> replayed;  // per block: were its internals recorded by a replay?
-  auto policy = [&](int i) -> const Calibration::PolicyCosts& {
-    const int p = block_policy.empty() ? 0 : block_policy.at(size_t(i));
+  std::vector<int> every(cal.policies.size());
+  for (size_t p = 0; p < every.size(); ++p) every[p] = int(p);
+  for (int p : block_policy)
     REMAT_ASSERT(p >= 0 && size_t(p) < cal.policies.size(), "predict_time: policy index out of range");
-    return cal.policies[size_t(p)];
-  };
-  for (const Action& a : s) {
-    if (size_t(a.block) >= replayed.size()) replayed.resize(size_t(a.block) + 1, 0);
-    switch (a.kind) {
-      case Action::Kind::Forward:
-        if (a.keep == Keep::Internals) {
-          (a.recompute ? t.recompute : t.forward) +=
-              a.recompute ? policy(a.block).recompute_store : policy(a.block).forward_store;
-          replayed[size_t(a.block)] = a.recompute;
-        } else {
-          (a.recompute ? t.recompute : t.forward) += a.recompute ? cal.recompute_pass : cal.forward_pass;
-        }
-        break;
-      case Action::Kind::Backward:
-        if (replayed[size_t(a.block)]) {
-          t.backward += policy(a.block).backward_replayed;
-          ++t.replayed_backwards;
-        } else {
-          t.backward += policy(a.block).backward_stored;
-          ++t.stored_backwards;
-        }
-        break;
-      case Action::Kind::Free: t.free += cal.free_checkpoint; break;
-    }
-  }
-  t.step = t.fixed + t.forward + t.recompute + t.backward + t.free;
+  const ScheduleCost c = price_schedule(time_model_of(cal, every), s, block_policy);
+  TimePrediction t;
+  t.step = c.total;
+  t.fixed = c.fixed;
+  t.forward = c.forward;
+  t.recompute = c.recompute;
+  t.backward = c.backward;
+  t.free = c.free;
+  t.stored_backwards = c.stored_backwards;
+  t.replayed_backwards = c.replayed_backwards;
   return t;
 }
 
@@ -183,19 +183,7 @@ double store_premium(const Calibration& cal, int p) {
 }
 
 TimeModel calibrated_time(const Calibration& cal, const std::vector<std::string>& policy_names) {
-  // Copies: the TimeModel outlives the call. pol[p]: the calibration's costs of the DP's policy p.
-  std::vector<Calibration::PolicyCosts> pol;
-  for (int q : calibration_indices(cal, policy_names)) pol.push_back(cal.policies[size_t(q)]);
-  TimeModel tm;
-  tm.forward_pass = [f = cal.forward_pass](int) { return f; };
-  tm.recompute_pass = [r = cal.recompute_pass](int) { return r; };
-  tm.free_checkpoint = [x = cal.free_checkpoint](int) { return x; };
-  tm.forward_store = [pol](int, int p) { return pol.at(size_t(p)).forward_store; };
-  tm.recompute_store = [pol](int, int p) { return pol.at(size_t(p)).recompute_store; };
-  tm.backward_stored = [pol](int, int p) { return pol.at(size_t(p)).backward_stored; };
-  tm.backward_replayed = [pol](int, int p) { return pol.at(size_t(p)).backward_replayed; };
-  tm.fixed = cal.fixed();
-  return tm;
+  return time_model_of(cal, calibration_indices(cal, policy_names));
 }
 
 }  // namespace remat::planner

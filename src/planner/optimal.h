@@ -28,43 +28,9 @@
 #include <vector>
 
 #include "planner/planner.h"
+#include "planner/pricing.h"
 
 namespace remat::planner {
-
-// Predicted seconds (or any additive cost) of each block action, as planner/calibration.h prices
-// them: what a forward costs depends on what it keeps and on whether it is the first pass (which
-// streams its saves to DRAM) or a replay in the backward phase (which runs from cache), and what a
-// backward costs depends on whether its internals were kept since the first pass or just recorded by
-// a replay. The DP's recursion separates the two passes already (before the head every forward is a
-// first pass, after it every forward is a replay), so it prices each action by its own term and
-// minimises exactly schedule_time() below.
-struct TimeModel {
-  // Block i's forward keeping nothing or only its input (a checkpoint): first pass, replay.
-  std::function<double(int i)> forward_pass, recompute_pass;
-  // Block i's forward keeping its internals under policy p: first pass, replay.
-  std::function<double(int i, int p)> forward_store, recompute_store;
-  // Block i's backward under policy p, the rebuilds of what p dropped included: of internals kept
-  // since the first pass, of internals a replay recorded.
-  std::function<double(int i, int p)> backward_stored, backward_replayed;
-  std::function<double(int i)> free_checkpoint;  // dropping block i's checkpoint
-  double fixed = 0;  // the step outside the chain (embedding, head, ...): the same under every schedule
-  bool valid() const {
-    return forward_pass && recompute_pass && forward_store && recompute_store && backward_stored &&
-           backward_replayed && free_checkpoint;
-  }
-  bool empty() const {
-    return !forward_pass && !recompute_pass && !forward_store && !recompute_store && !backward_stored &&
-           !backward_replayed && !free_checkpoint;
-  }
-};
-// The FLOP count as the cost: fwd for every forward, bwd + rebuild for every backward, a free costs
-// nothing; fixed: the embedding's and the head's FLOPs. schedule_time() of a schedule is then the
-// total of predict_compute (fwd + bwd + recompute) over the spliced trace. It refers to `traces`.
-TimeModel flop_time(const std::vector<StepTrace>& traces);
-// The cost of schedule `s` with a policy per block under `tm`, action by action, fixed included:
-// what the DP minimises (ChainPlan::time of a plan it returns). A block's backward is priced as
-// "replayed" when its latest forward keeping internals was a recompute, as predict_time does.
-double schedule_time(const TimeModel& tm, const Schedule& s, const std::vector<int>& block_policy);
 
 struct ChainPlan {
   Schedule schedule;                  // actions over the chain (the head runs between the phases)

@@ -215,21 +215,4 @@ MemoryPrediction simulate_memory(const StepTrace& tr, const Schedule& s) {
   return m;
 }
 
-ComputePrediction predict_compute(const StepTrace& tr, const Schedule& s) {
-  ComputePrediction p;
-  p.fwd = tr.embed.fwd_flops() + tr.head.fwd_flops();
-  p.bwd = tr.embed.bwd_flops() + tr.head.bwd_flops();
-  for (const Action& a : s) {
-    const PartTrace& b = tr.blocks.at(size_t(a.block));
-    if (a.kind == Action::Kind::Forward) {
-      (a.recompute ? p.recompute : p.fwd) += b.fwd_flops();
-      (a.recompute ? p.block_recomputes : p.block_forwards)++;
-    } else if (a.kind == Action::Kind::Backward) {
-      p.bwd += b.bwd_flops();
-      p.recompute += b.rebuild_flops();  // each dropped tensor is rebuilt once per holder
-    }
-  }
-  return p;
-}
-
 }  // namespace remat::planner

@@ -75,14 +75,6 @@ struct MemoryPrediction {
 };
 MemoryPrediction simulate_memory(const StepTrace& trace, const Schedule& s);
 
-struct ComputePrediction {
-  double fwd = 0, bwd = 0, recompute = 0;  // FLOPs of one step
-  int block_forwards = 0, block_recomputes = 0;
-  // (fwd + bwd + recompute) / (fwd + bwd): the textbook "+33%" is 1.33.
-  double overhead() const { return (fwd + bwd + recompute) / (fwd + bwd); }
-  // Forward-equivalents: (fwd + bwd + recompute) / fwd.
-  double forward_equivalents() const { return (fwd + bwd + recompute) / fwd; }
-};
-ComputePrediction predict_compute(const StepTrace& trace, const Schedule& s);
+// The FLOPs of a schedule: predict_compute (planner/pricing.h).
 
 }  // namespace remat::planner

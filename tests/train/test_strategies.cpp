@@ -11,6 +11,7 @@
 
 #include "checkpoint/policy.h"
 #include "planner/planner.h"
+#include "planner/pricing.h"
 #include "core/error.h"
 #include "step/step.h"
 #include "strategy_run.h"
