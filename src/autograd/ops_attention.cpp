@@ -5,10 +5,8 @@
 
 #include "autograd/ops.h"
 #include "core/error.h"
-#include "kernels/attention.h"
-#include "kernels/attention_bf16.h"
-#include "kernels/flash_attention.h"
-#include "kernels/flash_attention_bf16.h"
+#include "autograd/dispatch.h"
+#include "kernels/attention_kernels.h"
 
 namespace remat::autograd {
 namespace {
@@ -50,13 +48,11 @@ struct AttnFlops {
 };
 
 // Scratch floats of each kernel, by dtype (the bf16 kernels stage tiles differently).
-int64_t naive_ws(const Dims& d, bool bf, int threads) {
-  return bf ? kernels::attention_bf16_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads)
-            : kernels::attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads);
+int64_t naive_ws(const Dims& d, DType dt, int threads) {
+  return dispatch(dt, [&]<class S>() { return kernels::Kernels<S>::attention_workspace(d.B, d.T, d.NH, d.KVH, d.HS, threads); });
 }
-int64_t flash_ws(const Dims& d, bool bf, int threads) {
-  return bf ? kernels::flash_attention_bf16_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads)
-            : kernels::flash_attention_workspace_floats(d.B, d.T, d.NH, d.KVH, d.HS, threads);
+int64_t flash_ws(const Dims& d, DType dt, int threads) {
+  return dispatch(dt, [&]<class S>() { return kernels::Kernels<S>::flash_workspace(d.B, d.T, d.NH, d.KVH, d.HS, threads); });
 }
 
 struct NaiveAttentionNode : Node {
@@ -68,17 +64,15 @@ struct NaiveAttentionNode : Node {
   const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
-    const bool bf = dout->is_bf16();
-    Tensor ws = workspace(naive_ws(d, bf, omp_get_max_threads()), name + ".workspace");
+    Tensor ws = workspace(naive_ws(d, dout->dtype(), omp_get_max_threads()), name + ".workspace");
     const Tensor qkv = s.qkv.get(), probs = s.probs.get();  // probs may be rebuilt here (selective)
     Tensor& dqkv = g.get(s.qkv.ref);  // created before the kernel, which a dry run skips
     if (shape_only()) return;
-    if (bf)
-      kernels::attention_bf16_backward(dqkv.bspan(), dout->cbspan(), qkv.cbspan(), probs.cbspan(), d.B, d.T, d.NH,
-                                       d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
-    else
-      kernels::attention_backward(dqkv.span(), dout->cspan(), qkv.cspan(), probs.cspan(), d.B, d.T, d.NH, d.KVH, d.HS,
-                                  p, rng.seed, rng.offset, ws.span());
+    dispatch(dout->dtype(), [&]<class S>() {
+      kernels::Kernels<S>::attention_backward(span_of<S>(dqkv), cspan_of<S>(*dout), cspan_of<S>(qkv),
+                                              cspan_of<S>(probs), d.B, d.T, d.NH, d.KVH, d.HS, p, rng.seed,
+                                              rng.offset, ws.span());
+    });
   }
 };
 
@@ -91,17 +85,14 @@ struct FlashAttentionNode : Node {
   const char* op() const override { return kOp; }
   void backward(GradTable& g) override {
     Tensor* dout = g.find_id(outputs[0]);
-    const bool bf = dout->is_bf16();
-    Tensor ws = workspace(flash_ws(d, bf, omp_get_max_threads()), name + ".workspace");
+    Tensor ws = workspace(flash_ws(d, dout->dtype(), omp_get_max_threads()), name + ".workspace");
     const Tensor qkv = s.qkv.get(), out = s.out.get(), lse = s.lse.get();
     Tensor& dqkv = g.get(s.qkv.ref);
     if (shape_only()) return;
-    if (bf)
-      kernels::flash_attention_bf16_backward(dqkv.bspan(), dout->cbspan(), qkv.cbspan(), out.cbspan(), lse.cspan(), d.B,
-                                             d.T, d.NH, d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
-    else
-      kernels::flash_attention_backward(dqkv.span(), dout->cspan(), qkv.cspan(), out.cspan(), lse.cspan(), d.B, d.T,
-                                        d.NH, d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
+    dispatch(dout->dtype(), [&]<class S>() {
+      kernels::Kernels<S>::flash_backward(span_of<S>(dqkv), cspan_of<S>(*dout), cspan_of<S>(qkv), cspan_of<S>(out),
+                                          lse.cspan(), d.B, d.T, d.NH, d.KVH, d.HS, p, rng.seed, rng.offset, ws.span());
+    });
   }
 };
 
@@ -117,7 +108,6 @@ Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, A
   const int64_t HS = d.HS;
   rng.seed += recorder().rng_salt;
   const DType dt = qkv.dtype();
-  const bool bf = qkv.is_bf16();
   Tensor out = Tensor::empty({d.B, d.T, d.C()}, Category::Activation, name, dt);
   const AttnFlops fl(d, p);
   const double flops = fl.forward();
@@ -126,30 +116,25 @@ Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, A
   if (kind == AttentionKind::Naive) {
     Tensor probs = Tensor::empty({d.B, NH, d.T, d.T}, Category::Activation, name + ".probs", dt);
     {  // the workspace is made in a dry run too: it counts what a real run allocates
-      Tensor ws = workspace(naive_ws(d, bf, threads), name + ".workspace");
-      if (!run) {
-      } else if (bf) {
-        kernels::attention_bf16_forward(out.bspan(), probs.bspan(), qkv.cbspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
-                                        rng.offset, ws.span());
-      } else {
-        kernels::attention_forward(out.span(), probs.span(), qkv.cspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
-                                   rng.offset, ws.span());
-      }
+      Tensor ws = workspace(naive_ws(d, dt, threads), name + ".workspace");
+      if (run)
+        dispatch(dt, [&]<class S>() {
+          kernels::Kernels<S>::attention_forward(span_of<S>(out), span_of<S>(probs), cspan_of<S>(qkv), d.B, d.T, NH,
+                                                 KVH, HS, p, rng.seed, rng.offset, ws.span());
+        });
     }
     if (!recording()) { count_forward(NaiveAttentionNode::kOp, name, flops); return out; }
     // Selective recomputation (Megatron-LM): the (B, NH, T, T) probabilities are rebuilt from the
     // saved qkv in backward -- QK^T, the causal mask and the softmax, nothing else: they are saved
     // pre-dropout (the backward regenerates the mask from (seed, offset)), and P V is not redone.
-    offer_recipe(probs, {qkv}, [d, name, threads, dt, bf](const Tensors& in) {
+    offer_recipe(probs, {qkv}, [d, name, threads, dt](const Tensors& in) {
       Tensor pr = Tensor::empty({d.B, d.NH, d.T, d.T}, Category::Recompute, name + ".probs", dt);
-      Tensor ws = workspace(bf ? naive_ws(d, bf, threads) : kernels::attention_probs_workspace_floats(d.T, d.HS, threads),
-                            name + ".workspace");
-      if (shape_only()) {
-      } else if (bf) {
-        kernels::attention_bf16_probs_forward(pr.bspan(), in[0].cbspan(), d.B, d.T, d.NH, d.KVH, d.HS, ws.span());
-      } else {
-        kernels::attention_probs_forward(pr.span(), in[0].cspan(), d.B, d.T, d.NH, d.KVH, d.HS, ws.span());
-      }
+      dispatch(dt, [&]<class S>() {
+        using K = kernels::Kernels<S>;
+        Tensor ws = workspace(K::probs_workspace(d.B, d.T, d.NH, d.KVH, d.HS, threads), name + ".workspace");
+        if (!shape_only())
+          K::probs_forward(span_of<S>(pr), cspan_of<S>(in[0]), d.B, d.T, d.NH, d.KVH, d.HS, ws.span());
+      });
       return pr;
     }, fl.rebuild_probs());
     auto n = std::make_unique<NaiveAttentionNode>();
@@ -167,15 +152,12 @@ Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, A
   }
   Tensor lse = Tensor::empty({d.B, NH, d.T}, Category::Activation, name + ".lse");
   {
-    Tensor ws = workspace(flash_ws(d, bf, threads), name + ".workspace");
-    if (!run) {
-    } else if (bf) {
-      kernels::flash_attention_bf16_forward(out.bspan(), lse.span(), qkv.cbspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
-                                            rng.offset, ws.span());
-    } else {
-      kernels::flash_attention_forward(out.span(), lse.span(), qkv.cspan(), d.B, d.T, NH, KVH, HS, p, rng.seed,
-                                       rng.offset, ws.span());
-    }
+    Tensor ws = workspace(flash_ws(d, dt, threads), name + ".workspace");
+    if (run)
+      dispatch(dt, [&]<class S>() {
+        kernels::Kernels<S>::flash_forward(span_of<S>(out), lse.span(), cspan_of<S>(qkv), d.B, d.T, NH, KVH, HS, p,
+                                           rng.seed, rng.offset, ws.span());
+      });
   }
   if (!recording()) { count_forward(FlashAttentionNode::kOp, name, flops); return out; }
   auto n = std::make_unique<FlashAttentionNode>();

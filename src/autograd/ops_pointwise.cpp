@@ -4,8 +4,7 @@
 #include "autograd/dispatch.h"
 #include "autograd/ops.h"
 #include "core/error.h"
-#include "kernels/dropout.h"
-#include "kernels/dropout_bf16.h"
+#include "kernels/attention_kernels.h"  // Kernels<S>::dropout_*
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/residual.h"
@@ -82,10 +81,9 @@ struct DropoutNode : Node {
     Tensor* dout = g.find_id(outputs[0]);
     Tensor& dinp = g.get(inp);
     if (shape_only()) return;
-    if (dout->is_bf16())
-      kernels::dropout_bf16_backward(dinp.bspan(), dout->cbspan(), dout->numel(), p, rng.seed, rng.offset);
-    else
-      kernels::dropout_backward(dinp.span(), dout->cspan(), dout->numel(), p, rng.seed, rng.offset);
+    dispatch(dout->dtype(), [&]<class S>() {
+      kernels::Kernels<S>::dropout_backward(span_of<S>(dinp), cspan_of<S>(*dout), dout->numel(), p, rng.seed, rng.offset);
+    });
   }
 };
 
@@ -177,12 +175,10 @@ Tensor dropout(const Tensor& x, float p, Rng rng, const std::string& name) {
   if (p == 0.0f) return x;
   rng.seed += recorder().rng_salt;
   Tensor out = Tensor::empty(x.shape(), Category::Activation, name, x.dtype());
-  if (shape_only()) {
-  } else if (x.is_bf16()) {
-    kernels::dropout_bf16_forward(out.bspan(), x.cbspan(), x.numel(), p, rng.seed, rng.offset);
-  } else {
-    kernels::dropout_forward(out.span(), x.cspan(), x.numel(), p, rng.seed, rng.offset);
-  }
+  if (!shape_only())
+    dispatch(x.dtype(), [&]<class S>() {
+      kernels::Kernels<S>::dropout_forward(span_of<S>(out), cspan_of<S>(x), x.numel(), p, rng.seed, rng.offset);
+    });
   const double flops = double(x.numel());
   if (!recording()) { count_forward(DropoutNode::kOp, name, flops); return out; }
   auto n = std::make_unique<DropoutNode>();
