@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "model/sample.h"
 #include "model/weights.h"
+#include "train/run_state.h"
 
 namespace remat::cli {
 
@@ -67,8 +68,9 @@ void add_sample(CLI::App& root) {
       "sample", "Continue a prompt with a trained model: text for byte-level models, token ids otherwise");
   SampleFlags& f = *flags;
   app->add_option("--init-from", f.init_from,
-                  "The model: a .safetensors file (remat's --save, or a Hugging Face file) or a model folder "
-                  "(config.json + weights) (required)");
+                  "The model: a .safetensors file (remat's --save, or a Hugging Face file), a model folder "
+                  "(config.json + weights), or a training checkpoint (a --save-dir: its newest step folder, or "
+                  "one step-NNNNNN folder) (required)");
   app->add_option("--prompt", f.prompt,
                   "Text to continue, for byte-level models (vocabulary <= 256): its bytes are the tokens "
                   "(default: a newline)");
@@ -108,6 +110,9 @@ void add_sample(CLI::App& root) {
       throw Error("cli", "--tokens " + std::to_string(f.so.tokens) + " is above " + std::to_string(kMaxTokens),
                   "e.g. --tokens 200; generate more in several runs");
     if (f.so.tokens < 0 || !(f.so.temperature >= 0)) check_sample_options(f.so, INT64_MAX);
+    // A training checkpoint (a step folder, or the save dir: its newest) is read through its weights
+    // file, which records the model's config.
+    if (const std::optional<std::string> w = checkpoint_weights(f.init_from)) f.init_from = *w;
     ModelConfig cfg = read_config(f.init_from, f.heads);
     // --heads stands in for a head count the file lacks; one the file has is not overridden.
     if (f.heads > 0 && cfg.NH != f.heads)

@@ -261,6 +261,18 @@ std::string find_checkpoint(const std::string& path) {
   return found;
 }
 
+std::optional<std::string> checkpoint_weights(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return std::nullopt;
+  bool has = fs::exists(fs::path(path) / "state.json", ec);
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    if (has) break;
+    has = checkpoint_step(e.path().filename().string()) >= 0 && fs::exists(e.path() / "state.json", ec);
+  }
+  if (!has) return std::nullopt;
+  return (fs::path(find_checkpoint(path)) / "weights.safetensors").string();
+}
+
 RunState read_run_state(const std::string& dir) {
   const std::string where = (fs::path(dir) / "state.json").string();
   nlohmann::json j;

@@ -90,6 +90,11 @@ std::optional<std::string> checkpoint_run(const std::string& dir);
 // Throws remat::Error when there is none.
 std::string find_checkpoint(const std::string& path);
 
+// The weights file of the checkpoint `path` names, when it is a step-NNN folder or a save dir holding
+// one (its newest), for commands that read a model (sample): nullopt for any other path (a
+// .safetensors file, a Hugging Face folder), which they read as they are.
+std::optional<std::string> checkpoint_weights(const std::string& path);
+
 // Reads and checks state.json of the checkpoint folder `dir`.
 RunState read_run_state(const std::string& dir);
 

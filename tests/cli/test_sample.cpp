@@ -206,3 +206,23 @@ TEST(CompareNone, NeedsATrainingStep) {
   EXPECT_EQ(r.exit_code, 1) << r.describe();
   EXPECT_TRUE(has(r.err, "--compare-none needs at least one step")) << r.err;
 }
+
+// A training checkpoint samples as the weights it holds: its save dir (the newest step folder) and a
+// step folder give the same greedy text as the step's weights file, and the save dir follows the
+// newest step (another checkpoint's weights give other text).
+TEST(SampleCheckpoint, ASaveDirOrAStepFolderSamplesItsWeights) {
+  TempDir dir;
+  const std::string ck = dir / "ck";
+  RunResult t = run_remat(tiny_train({"--steps", "4", "--save-dir", ck, "--save-every", "2", "--keep", "2", "--lr", "0.01"}));
+  ASSERT_EQ(t.exit_code, 0) << t.describe();
+  auto greedy = [](const std::string& from) {
+    return ok({"sample", "--init-from", from, "--prompt", "A", "--tokens", "40", "--temperature", "0"}).out;
+  };
+  const std::string step4 = greedy(ck + "/step-000004/weights.safetensors");
+  EXPECT_EQ(greedy(ck + "/step-000004"), step4);
+  EXPECT_EQ(greedy(ck), step4);
+  EXPECT_NE(greedy(ck + "/step-000002"), step4) << "two checkpoints of a learning run sample alike: the test cannot tell them apart";
+  // A folder that is neither a model nor a checkpoint still says what it expects.
+  const RunResult e = fails({"sample", "--init-from", dir / "", "--tokens", "3"});
+  EXPECT_TRUE(has(e.err, "model.safetensors")) << e.err;
+}
