@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/file_kind.h"
 
 namespace remat {
 
@@ -37,15 +38,6 @@ std::string hint_for(int err) {
     case EFBIG: return "the file exceeds a size limit (ulimit -f) or the file system's maximum";
     default: return "";
   }
-}
-
-std::string kind_of(mode_t m) {
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  if (S_ISDIR(m)) return "a directory";
-  return "a special file";
 }
 
 // `path` with symlinks resolved (the file a write should replace); `path` itself when it is not a link.

@@ -8,22 +8,13 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/file_kind.h"
 
 namespace remat {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string kind_of(mode_t m) {
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  if (S_ISDIR(m)) return "a folder";
-  if (S_ISREG(m)) return "a regular file";
-  return "a special file";
-}
 
 bool special(mode_t m) { return !S_ISREG(m) && !S_ISDIR(m); }
 

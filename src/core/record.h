@@ -43,7 +43,7 @@ namespace remat::record {
 // Range checks run on a record once read, beyond what its field types allow: none by default.
 template <class T>
 void check_limits(const T&, const std::string&) {}
-// A model config's sizes and reals, as strictly as the flags that set them (src/model/weights.cpp;
+// A model config's sizes and reals, as strictly as the flags that set them (src/model/hf_config.cpp;
 // weights.h has the limits). Throws FieldError naming the field.
 void check_limits(const ModelConfig& c, const std::string& path);
 

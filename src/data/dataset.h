@@ -130,7 +130,7 @@ class TokenDataset {
   std::pair<TokenDataset, TokenDataset> split(double val_fraction, int64_t T) const;
 
  private:
-  struct Storage;  // a read-only file mapping or an accounted buffer (dataset.cpp)
+  struct Storage;  // a read-only file mapping or an accounted buffer (dataset_storage.h)
   // load() of a file; with token_default, Auto without the magic means U16 whatever the name.
   static TokenDataset load_file(const std::string& path, Format f, bool token_default);
   static TokenDataset from_buffer(size_t n, std::string description, bool byte_level, const std::string& alloc_name);

@@ -17,6 +17,7 @@
 #include "planner/budget.h"
 #include "step/step.h"
 #include "train/trainer.h"
+#include "options.h"
 
 using namespace remat;
 using autograd::AttentionKind;
@@ -203,15 +204,11 @@ TEST_F(BlockAttentionFile, RoundTripsAndOlderFilesLoad) {
   refused(b, "field \"block_attention\" must be an array");
 
   // remat train runs it: apply_plan hands the kernels to the trainer, whose step and prediction use them.
-  TrainOptions o;
+  TrainOptions o = test_options::quiet();
   apply_plan(*mixed, o);
   EXPECT_EQ(o.block_attention, mixed->block_attention);
   o.random_tokens = 4096;
   o.steps = 1;
-  o.eval_every = 0;
-  o.sample_tokens = 0;
-  o.progress = false;
-  o.quiet = true;
   Trainer trainer(o);
   EXPECT_EQ(trainer.step_options().block_attention, mixed->block_attention);
   const TrainSummary s = trainer.run();

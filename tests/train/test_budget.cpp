@@ -14,6 +14,7 @@
 #include "planner/budget.h"
 #include "train/run_data.h"
 #include "train/trainer.h"
+#include "options.h"
 
 using namespace remat;
 
@@ -30,18 +31,13 @@ ModelConfig config(Arch arch) {
 }
 
 TrainOptions options(const ModelConfig& cfg) {
-  TrainOptions o;
+  TrainOptions o = test_options::quiet();
   o.model = cfg;
   o.random_tokens = 4096;
   o.steps = 1;
   o.batch = 4;
   o.micro_batch = 2;
   o.seq = cfg.T;
-  o.eval_every = 0;
-  o.eval_batches = 1;
-  o.sample_tokens = 0;
-  o.progress = false;
-  o.quiet = true;
   return o;
 }
 

@@ -18,6 +18,7 @@
 #include "train/run_state.h"
 #include "train/trainer.h"
 #include "test_util.h"
+#include "options.h"
 
 namespace fs = std::filesystem;
 using namespace remat;
@@ -29,7 +30,7 @@ class Resume : public remat::testing_util::TempDirTest {};
 
 TrainOptions small_opts(const std::string& strategy = "none", const std::string& policy = "none",
                         Arch arch = Arch::GPT2) {
-  TrainOptions o;
+  TrainOptions o = test_options::quiet();
   o.model.arch = arch;
   o.model.L = 3;
   o.model.C = 32;
@@ -44,11 +45,6 @@ TrainOptions small_opts(const std::string& strategy = "none", const std::string&
   o.warmup = 2;
   o.lr = 3e-3f;
   o.seed = 7;
-  o.eval_every = 0;
-  o.eval_batches = 1;
-  o.sample_tokens = 0;
-  o.progress = false;
-  o.quiet = true;
   o.recompute = strategy;
   o.policy = policy;
   return o;

@@ -12,6 +12,7 @@
 #include "train/save_dir.h"
 #include "train/trainer.h"
 #include "test_util.h"
+#include "options.h"
 
 namespace fs = std::filesystem;
 using namespace remat;
@@ -22,7 +23,7 @@ namespace {
 class SaveDirTest : public remat::testing_util::TempDirTest {};
 
 TrainOptions tiny() {
-  TrainOptions o;
+  TrainOptions o = test_options::quiet();
   o.model.L = 2;
   o.model.C = 32;
   o.model.NH = 2;
@@ -30,11 +31,6 @@ TrainOptions tiny() {
   o.model.V = 256;
   o.steps = 3;
   o.batch = 2;
-  o.eval_every = 0;
-  o.eval_batches = 1;
-  o.sample_tokens = 0;
-  o.progress = false;
-  o.quiet = true;
   return o;
 }
 

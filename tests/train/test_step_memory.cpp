@@ -16,13 +16,14 @@
 #include "planner/optimal.h"
 #include "step/step.h"
 #include "train/trainer.h"
+#include "options.h"
 
 using namespace remat;
 
 namespace {
 
 TrainOptions small_opts(Arch arch) {
-  TrainOptions o;
+  TrainOptions o = test_options::quiet();
   o.model.arch = arch;
   o.model.L = 4;
   o.model.C = 32;
@@ -35,11 +36,6 @@ TrainOptions small_opts(Arch arch) {
   o.batch = 2;
   o.warmup = 1;
   o.seed = 11;
-  o.eval_every = 0;
-  o.eval_batches = 1;
-  o.sample_tokens = 0;
-  o.progress = false;
-  o.quiet = true;
   return o;
 }
 

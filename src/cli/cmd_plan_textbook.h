@@ -1,0 +1,21 @@
+// The published figures remat plan prints beside its own (cmd_plan_textbook.cpp): Korthikanti et
+// al.'s (2022) per-layer activation count, and Chen et al.'s (2016) sqrt checkpointing for GPT-3's
+// depth. Internal to cmd_plan*.cpp.
+#pragma once
+#include <string>
+
+#include "model/model.h"
+#include "planner/budget.h"
+#include "planner/planner.h"
+
+namespace remat::cli {
+
+// One block's activation bytes, term by term, from the dry run (store-everything, no policy), beside
+// Korthikanti et al.'s per-layer count sbh(34 + 5as/h) and, for the presets it is usually quoted for,
+// its figures.
+void print_terms(const planner::StepTrace& tr, const Model& model, const std::string& preset);
+// Self-test (a): for L = 96 (GPT-3's depth), the memory ratio of store-everything to sqrt
+// checkpointing (Chen et al., 2016), and the compute overhead, in the formulas and in remat's figures.
+void print_self_test_a(const Candidates& c, const PlanTarget& t);
+
+}  // namespace remat::cli

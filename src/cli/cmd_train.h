@@ -1,0 +1,31 @@
+// What the parts of remat train share: cmd_train.cpp (its flags and the run),
+// cmd_train_signals.cpp (the signals that end a run) and cmd_train_options.cpp (a run's options
+// from a checkpoint or a plan). Internal to those files.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <string>
+
+#include "cli/flags.h"
+
+namespace remat::cli {
+
+// The signals that end a run (cmd_train_signals.cpp, which says how): the first one taken once
+// training began, 0 before; raised while a checkpoint is written; set once training begins.
+extern std::atomic<int> g_stop_signal;
+extern std::atomic<int> g_saving;
+extern std::atomic<bool> g_training;
+// "SIGINT", "SIGTERM", ... for the signals that end a run; "a signal" for any other.
+const char* signal_name(int sig);
+// Blocks the stop signals in every thread and takes them in one thread of its own. Call it before
+// any other thread is created.
+void install_signal_handlers();
+
+// --resume: `o` becomes the checkpoint's run, with the flags the command line may change
+// (cmd_train_options.cpp says which); refused in one line naming every flag that contradicts it.
+void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o);
+// --budget SIZE / --plan FILE: the strategy and policies of `o` from a plan; nothing without either.
+void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string& budget_text,
+                          const std::string& plan_file, TrainOptions& o);
+
+}  // namespace remat::cli

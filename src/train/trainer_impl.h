@@ -1,0 +1,38 @@
+// Trainer's state (trainer.h), shared by trainer.cpp (setup, one step, validation, sampling) and
+// run_loop.cpp (Trainer::run). Internal to those files.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "train/run_state.h"
+#include "train/save_dir.h"
+#include "train/trainer.h"
+
+namespace remat {
+
+struct Trainer::Impl {
+  TrainOptions opt;
+  std::unique_ptr<Model> model;
+  data::TokenDataset train_data, val_data;
+  std::unique_ptr<data::BatchSampler> sampler, val_sampler;
+  std::vector<Tensor> m, v;  // AdamW state
+  StrategySpec strategy;
+  NamePolicy policy;
+  Schedule schedule;
+  int64_t micro = 0, T = 0, accum = 1;
+  std::vector<NamePolicy> block_policies;  // a plan's, one per block (TrainOptions::block_policy)
+  std::unique_ptr<BatchBuffers> batch;     // one micro-batch's inputs and targets
+  size_t data_bytes = 0;                   // the data sets' accounted bytes (dry_run_step's data_bytes)
+  std::string data_description;
+  int64_t start_step = 0, skipped = 0;
+  double last_norm = 0;
+  bool last_finite = true;
+  CheckpointIdentity identity;        // the run's id and data, recorded in every checkpoint
+  std::unique_ptr<SaveDir> save_dir;  // the locked --save-dir, when given
+
+  explicit Impl(const TrainOptions& o) : opt(o), model(make_model(o.model)) {}
+};
+
+}  // namespace remat
