@@ -44,7 +44,7 @@ void check_outputs(const TrainOptions& o, const std::string& report_json, const 
 struct TrainFlags {
   ModelFlags model;
   TrainOptions o;
-  std::string memory_limit, budget, plan;
+  std::string memory_limit, budget, plan, calibration;
   std::string save_dtype = "fp32";
   bool no_progress = false;
   std::string report_json;
@@ -89,7 +89,9 @@ void add_train(CLI::App& root) {
                                                  "size, as Hugging Face files often are); resume checkpoints stay fp32")
       ->capture_default_str();
   app->add_option("--init-from", f.o.init_from, "Start from weights in a .safetensors file (a Hugging Face GPT-2 "
-                                                "model.safetensors loads as it is); the architecture comes from the file "
+                                                "model.safetensors loads as it is), a model folder, or a training "
+                                                "checkpoint (a --save-dir: its newest step; or a step-NNNNNN folder; "
+                                                "the weights only, a new run); the architecture comes from the file "
                                                 "unless --preset or model flags say otherwise, the block size unless "
                                                 "--block-size does");
   app->add_option("--metrics-out", f.o.metrics_out, "Write metrics as JSON lines (step, loss, val_loss, lr, "
@@ -102,7 +104,7 @@ void add_train(CLI::App& root) {
                                                     "transients, workspace) and train the fastest plan that fits, "
                                                     "e.g. 2GiB; refused before training when nothing fits; ") +
                                             kByteUnitsHelp);
-  app->add_option("--calibration", "With --budget: plan by this machine's calibrated time (remat calibrate --out "
+  app->add_option("--calibration", f.calibration, "With --budget: plan by this machine's calibrated time (remat calibrate --out "
                                    "FILE, made for this model, micro-batch, seq and thread count) instead of FLOPs");
   app->add_option("--plan", f.plan, "Train the plan in this file (remat plan ... --budget SIZE --out FILE), made for "
                                     "this model, batch, micro-batch and seq");
@@ -155,6 +157,8 @@ void add_train(CLI::App& root) {
       const CLI::Option* op = app->get_option_no_throw(name);
       return op && op->count() > 0;
     };
+    // A training checkpoint starts a new run from its weights (--resume continues the run itself).
+    if (const std::optional<std::string> w = checkpoint_weights(f.o.init_from)) f.o.init_from = *w;
     // --steps 0 only evaluates --init-from weights: without them it would report on a run that never ran.
     if (f.o.steps < 1 && !(f.o.steps == 0 && !f.o.init_from.empty()) && (f.o.resume.empty() || given("--steps")))
       throw Error("train", "--steps must be at least 1, got " + std::to_string(f.o.steps),

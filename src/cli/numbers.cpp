@@ -111,8 +111,21 @@ void make_numbers_strict(CLI::App& app) {
     for (CLI::Option* o : a->get_options()) {
       const std::string type = o->get_type_name();
       const std::string base = type.substr(0, type.find(':'));
-      if (base != "INT" && base != "UINT" && base != "FLOAT") continue;
       const std::string flag = o->get_lnames().empty() ? o->get_name() : "--" + o->get_lnames().front();
+      if (o->get_expected_min() >= 1 && !o->get_lnames().empty()) {
+        // CLI11 takes the next word as the value even when it is another flag: `--calibration --steps 5`
+        // would read a file named "--steps" and then stumble on "5". A value that is one of this
+        // command's flags is refused by name.
+        o->check(CLI::Validator(
+            [a](const std::string& v) -> std::string {
+              if (v.rfind("--", 0) != 0 || v.size() < 3) return "";
+              const std::string name = v.substr(0, v.find('='));
+              if (!a->get_option_no_throw(name)) return "";
+              return "needs a value, and the next word is the flag " + name;
+            },
+            ""));
+      }
+      if (base != "INT" && base != "UINT" && base != "FLOAT") continue;
       if (base == "FLOAT")
         o->transform(CLI::Validator([flag](std::string& s) { return strict_float(s, flag); }, ""));
       else

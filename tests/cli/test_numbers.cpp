@@ -172,3 +172,16 @@ TEST(CliNumbers, PlanAndCalibrationNumbersAreRangeChecked) {
 }
 
 }  // namespace
+
+// A flag where a value belongs is refused by name on every command, instead of being read as a file
+// name (`--calibration --steps 5` read a calibration file called "--steps"). The help shows the
+// argument of a flag that takes one.
+TEST(CliValues, AFlagIsNotTakenAsTheValueOfTheFlagBefore) {
+  check_user_error(run_remat({"train", "--budget", "30MiB", "--calibration", "--steps", "5"}), 2,
+                   {"--calibration", "needs a value", "the flag --steps"});
+  check_user_error(run_remat({"plan", "--out", "--budget", "3MiB"}), 2, {"--out", "needs a value", "the flag --budget"});
+  check_user_error(run_remat({"sample", "--init-from", "--tokens", "3"}), 2, {"--init-from", "the flag --tokens"});
+  const RunResult h = run_remat({"train", "--help"});
+  EXPECT_EQ(h.exit_code, 0);
+  EXPECT_NE(h.out.find("--calibration TEXT"), std::string::npos) << "--calibration must show that it takes a file";
+}
