@@ -20,7 +20,8 @@ planner::Calibration calibration_for(const std::string& path, const ModelConfig&
 }
 
 Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T, const planner::Calibration* calibration,
-                           const std::vector<autograd::AttentionKind>& kernels) {
+                           const std::vector<autograd::AttentionKind>& kernels,
+                           const std::vector<std::string>& presets) {
   if (calibration && kernels.size() > 1)
     throw Error("calibration", "a calibration prices one attention kernel, and the planner was asked to weigh " +
                                    std::to_string(kernels.size()),
@@ -42,6 +43,7 @@ Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T, con
     };
     add("none", NamePolicy(), planner::trace_step(*c.model, micro, T, nullptr, every));
     for (const PolicyPreset& preset : c.model->policy_presets()) {
+      if (!presets.empty() && std::find(presets.begin(), presets.end(), preset.name) == presets.end()) continue;
       NamePolicy p = c.model->policy(preset.name);
       planner::StepTrace tr = planner::trace_step(*c.model, micro, T, &p, every);
       if (tr.blocks.empty() || tr.blocks[0].dropped.empty()) continue;  // drops nothing under this kernel
@@ -61,6 +63,17 @@ Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T, con
     c.problem.time = planner::calibrated_time(*calibration, c.problem.policy_names);
   }
   return c;
+}
+
+planner::ChainPlan chain_plan(const Candidates& c, const Schedule& s, const std::vector<int>& block_policy) {
+  planner::ChainPlan cp;
+  cp.schedule = s;
+  cp.block_policy = block_policy;
+  cp.policy_names = c.problem.policy_names;
+  const planner::StepTrace trace = planner::splice(c.problem.traces, block_policy);
+  cp.memory = planner::simulate_memory(trace, s);
+  cp.compute = planner::predict_compute(trace, s);
+  return cp;
 }
 
 namespace {

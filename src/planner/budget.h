@@ -50,7 +50,9 @@ planner::Calibration calibration_for(const std::string& path, const ModelConfig&
 // chooses a (policy, kernel) pair per block. A candidate of a kernel other than cfg.attention is named
 // "<kernel>" or "<kernel>+<preset>" ("flash", "flash+gelu"). With a calibration (for this model,
 // micro-batch and seq; one kernel only), the DP's time is calibrated_time: it minimises predict_time;
-// without, FLOPs.
+// without, FLOPs. `presets` not empty: only those of the model's presets are candidates (beside
+// "none"), for a calibration that covers only them (remat calibrate --policies) or a caller that
+// prices a few.
 struct Candidates {
   ModelConfig cfg;
   std::unique_ptr<Model> model;       // shape-only
@@ -65,7 +67,11 @@ struct Candidates {
 // calibration meets more than one kernel.
 Candidates make_candidates(const ModelConfig& cfg, int64_t micro, int64_t T,
                            const planner::Calibration* calibration = nullptr,
-                           const std::vector<autograd::AttentionKind>& kernels = {});
+                           const std::vector<autograd::AttentionKind>& kernels = {},
+                           const std::vector<std::string>& presets = {});
+// A schedule with a candidate per block (indices into c.problem.policy_names), as a chain plan: its
+// activation memory and FLOPs over the spliced trace, as the DP prices its own plans.
+planner::ChainPlan chain_plan(const Candidates& c, const Schedule& s, const std::vector<int>& block_policy);
 
 // What a plan is, as its file holds it: the run it is for and what each block does.
 struct PlanSpec {
