@@ -222,6 +222,17 @@ TEST(SampleCheckpoint, ASaveDirOrAStepFolderSamplesItsWeights) {
   EXPECT_EQ(greedy(ck + "/step-000004"), step4);
   EXPECT_EQ(greedy(ck), step4);
   EXPECT_NE(greedy(ck + "/step-000002"), step4) << "two checkpoints of a learning run sample alike: the test cannot tell them apart";
+  // train --init-from reads the same weights from the save dir as from the step's file: --steps 0
+  // evaluates them, and the val loss is the same.
+  auto val = [](const std::string& from) {
+    const RunResult r = ok(tiny_train({"--init-from", from, "--steps", "0"}));
+    for (const std::string& l : split_lines(r.out))
+      if (l.rfind("val loss", 0) == 0) return l;
+    return std::string("no val loss line: ") + r.out;
+  };
+  const std::string v4 = val(ck + "/step-000004/weights.safetensors");
+  EXPECT_EQ(val(ck), v4);
+  EXPECT_NE(val(ck + "/step-000002"), v4);
   // A folder that is neither a model nor a checkpoint still says what it expects.
   const RunResult e = fails({"sample", "--init-from", dir / "", "--tokens", "3"});
   EXPECT_TRUE(has(e.err, "model.safetensors")) << e.err;
