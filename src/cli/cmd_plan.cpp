@@ -14,6 +14,7 @@
 #include "checkpoint/policy.h"
 #include "core/atomic_file.h"
 #include "planner/budget.h"
+#include "planner/frontier.h"
 #include "train/run_data.h"
 #include "train/report.h"
 #include "viz/svg.h"
@@ -87,6 +88,7 @@ nlohmann::json row_json(const Row& r, double) {
           {"predicted_activation_bytes", r.plan.activation_peak},
           {"predicted_step_bytes", r.plan.step.peak_total},
           {"overhead_predicted", r.plan.compute.overhead()},
+          {"predicted_flops", flops(r.plan.compute)},
           {"block_recomputes", r.plan.compute.block_recomputes}};
   if (r.plan.seconds) j["predicted_step_seconds"] = *r.plan.seconds;
   return j;
@@ -238,7 +240,15 @@ void add_plan(CLI::App& root) {
     // starts from them, and the frontier rows show them.
     const std::vector<KernelPlans> kernels = plan_kernels(target);
     std::optional<StepPlan> chosen;
-    if (budget) chosen = plan_for_budget(target, *budget, kernels);  // before any output: a refused budget prints only its error
+    std::optional<Error> refused;  // with --svg, the picture is drawn (the budget and the least marked) before it is thrown
+    if (budget) {
+      try {
+        chosen = plan_for_budget(target, *budget, kernels);  // before any output: a refused budget prints only its error
+      } catch (const Error& e) {
+        if (f.svg.empty()) throw;
+        refused = e;
+      }
+    }
 
     const Candidates& cands = kernels.front().candidates;
     std::optional<Candidates> own_flash;  // flash attention's textbook row, when the planner does not weigh flash
@@ -251,40 +261,14 @@ void add_plan(CLI::App& root) {
     const std::vector<Row> textbook = textbook_rows(cands, flash_cands, target);
     const double base = flops(textbook.front().plan.compute);  // none, with the model's kernel
 
-    // The frontier of each kernel the planner may use, merged into one Pareto set.
+    // The frontier on what it is drawn against: the whole step and the planner's cost (planner/frontier.h).
     std::vector<Row> frontier;
-    for (const KernelPlans& kp : kernels) {
-      const Candidates* c = &kp.candidates;
-      for (const planner::ChainPlan& cp : kp.frontier) {
-        Row r;  // whole step priced below, for the rows shown
-        r.label = cp.summary();
-        r.plan = unpriced_plan(*c, cp, target);
-        frontier.push_back(std::move(r));
-      }
-    }
-    // Ranked by the planner's time model: calibrated seconds with --calibration, else FLOPs.
-    std::sort(frontier.begin(), frontier.end(), [](const Row& a, const Row& b) {
-      return a.plan.activation_peak != b.plan.activation_peak ? a.plan.activation_peak < b.plan.activation_peak
-                                                              : plan_cost(a.plan) < plan_cost(b.plan);
-    });
-    {
-      std::vector<Row> pareto;
-      for (Row& r : frontier)
-        if (pareto.empty() || plan_cost(r.plan) < plan_cost(pareto.back().plan)) pareto.push_back(std::move(r));
-      frontier = std::move(pareto);
-    }
-    // Rows shown: all with --frontier, else at most 24 spread over the frontier (both ends kept).
+    for (StepPlan& sp : step_frontier(target, kernels)) frontier.push_back({sp.summary, std::move(sp), SvgPoint::Kind::Frontier});
+    // Rows shown: all with --frontier, else at most 12 spread over the frontier (both ends kept).
     std::vector<Row> shown;
-    const size_t limit = f.frontier || !f.svg.empty() ? frontier.size() : std::min<size_t>(12, frontier.size());
-    for (size_t k = 0; k < limit; ++k) {
-      const size_t i = limit == frontier.size() ? k : (limit == 1 ? 0 : k * (frontier.size() - 1) / (limit - 1));
-      Row r = frontier[i];
-      r.plan.batch = f.batch;
-      r.plan.micro = micro;
-      r.plan.T = T;
-      r.plan.step = dry_run_plan(r.plan, target.data_bytes);
-      shown.push_back(std::move(r));
-    }
+    const size_t limit = f.frontier ? frontier.size() : std::min<size_t>(12, frontier.size());
+    for (size_t k = 0; k < limit; ++k)
+      shown.push_back(frontier[limit == frontier.size() ? k : (limit == 1 ? 0 : k * (frontier.size() - 1) / (limit - 1))]);
 
     const std::string title = cfg.describe() + ", B=" + std::to_string(f.batch) + " (micro-batch " +
                               std::to_string(micro) + "), T=" + std::to_string(T);
@@ -309,11 +293,34 @@ void add_plan(CLI::App& root) {
       if (!f.out.empty()) write_plan_file(f.out, *chosen);
     }
     if (!f.svg.empty()) {
+      // y: the planner's cost as it ranks plans, calibrated seconds of one optimizer step or FLOPs
+      // relative to store-everything's (a plan the calibration cannot price is left out).
+      const double base_cost = plan_cost(textbook.front().plan);
+      FrontierOptions fo;
+      fo.title = "remat plan: " + title;
+      fo.cost = cal ? FrontierOptions::Cost::Seconds : FrontierOptions::Cost::Ratio;
+      fo.cost_title = cal ? "predicted seconds of one optimizer step (calibrated)"
+                          : std::string("predicted FLOPs / store-everything's (") +
+                                autograd::attention_kind_name(cfg.attention) + " attention)";
+      fo.bytes_title = "predicted whole-step peak (parameters, gradients, AdamW, data, activations, workspace)";
+      if (budget) fo.budget = double(*budget), fo.budget_met = !refused;
       std::vector<SvgPoint> pts;
-      for (const Row& r : shown) pts.push_back({double(r.plan.step.peak_total), flops(r.plan.compute) / base, r.label, SvgPoint::Kind::Frontier});
-      for (const Row& r : textbook) pts.push_back({double(r.plan.step.peak_total), flops(r.plan.compute) / base, r.label, SvgPoint::Kind::Textbook});
-      if (chosen) pts.push_back({double(chosen->step.peak_total), flops(chosen->compute) / base, "chosen: " + chosen->summary, SvgPoint::Kind::Chosen});
-      write_file_atomic(f.svg, frontier_svg(pts, "remat plan: " + title + " (whole-step peak against predicted time)"));
+      const auto add = [&](const StepPlan& p, const std::string& label, SvgPoint::Kind kind) {
+        if (cal && !p.seconds) return;
+        pts.push_back({double(p.step.peak_total), cal ? *p.seconds : plan_cost(p) / base_cost, label, kind});
+      };
+      for (const Row& r : frontier) add(r.plan, r.label, SvgPoint::Kind::Frontier);
+      for (const Row& r : textbook) add(r.plan, r.label, SvgPoint::Kind::Textbook);
+      if (chosen) add(*chosen, "chosen: " + chosen->summary, SvgPoint::Kind::Chosen);
+      if (refused)  // the frontier's first plan: the least whole-step peak, the one the refusal names
+        add(frontier.front().plan, "least whole-step peak " + format_bytes(frontier.front().plan.step.peak_total) + ": " +
+                                       frontier.front().label, SvgPoint::Kind::Least);
+      write_file_atomic(f.svg, frontier_svg(pts, fo));
+      if (refused) {
+        std::printf("frontier drawn in %s, with the budget and the least whole-step peak marked\n", f.svg.c_str());
+        std::fflush(stdout);
+        throw *refused;
+      }
     }
 
     if (f.json) {

@@ -1,5 +1,7 @@
-// remat trace: the event order of one training step (spec self-test (c)), with live activation bytes;
-// with --svg, the same step as a picture of live bytes per category (viz/svg.h).
+// remat trace: the event order of one training step (spec self-test (c)), with live activation bytes,
+// then the optimizer step; with --svg, the same step as a picture of live bytes per category
+// (viz/svg.h). The step holds what Trainer::step holds (the data, a micro-batch's token buffers,
+// AdamW's moments), so its measured whole-step peak is the one a budget counts.
 #include <omp.h>
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +14,8 @@
 #include "core/io_policy.h"
 #include "planner/planner.h"
 #include "planner/budget.h"
+#include "data/dataset.h"
+#include "step/step.h"
 #include "viz/svg.h"
 
 namespace remat::cli {
@@ -62,7 +66,8 @@ void add_trace(CLI::App& root) {
   app->add_option("--svg", f.svg, "Also draw the step as an SVG picture: live bytes per category over its events, "
                                   "phases shaded, the activation peak marked (written atomically)");
   app->add_flag("--svg-persistent", f.svg_persistent, "In the --svg picture, also draw parameters, gradients, "
-                                                       "optimizer state and data as a flat base under the activations");
+                                                       "optimizer state and data as a base under the activations: "
+                                                       "every category, the top of the stack the whole step's peak");
   app->add_option("--plan", f.plan, "Trace the plan in this file (remat plan ... --budget SIZE --out FILE): its "
                                     "schedule and its policy per block, for the model, batch and seq it was made for");
   app->callback([flags, app]() {
@@ -93,35 +98,77 @@ void add_trace(CLI::App& root) {
     const auto model = make_model(cfg);
     const std::vector<NamePolicy> policies = plan ? named_block_policies(*model, plan->block_policy)
                                                   : std::vector<NamePolicy>{};
-    std::vector<int32_t> in(size_t(micro * T)), tg(in.size());
+    // What Trainer::step holds besides the model: the data set (the built-in corpus, what remat
+    // train reads without --data), one micro-batch's token buffers and AdamW's moments, so that the
+    // step traced is the whole step a budget counts.
+    const data::TokenDataset corpus = data::TokenDataset::load("");
+    BatchBuffers batch(micro, T);
     std::mt19937 gen(1);
-    for (auto& t : in) t = int32_t(gen() % uint32_t(cfg.V));
-    for (auto& t : tg) t = int32_t(gen() % uint32_t(cfg.V));
+    for (int64_t i = 0; i < micro * T; ++i) {
+      batch.inputs()[i] = int32_t(gen() % uint32_t(cfg.V));
+      batch.targets()[i] = int32_t(gen() % uint32_t(cfg.V));
+    }
+    std::vector<Tensor> adam_m, adam_v;
+    make_adamw_moments(*model, &adam_m, &adam_v);
     StepOptions so;
     so.schedule = plan ? plan->schedule : make_schedule(spec, int(cfg.L));
     so.block_policy = policy_pointers(policies);
     if (plan) so.block_attention = plan->block_attention;  // a plan's kernel per block, if it mixes them
-    int n = 0;
-    // Sample 0 is the step's start; sample i is the state after event i, as numbered below.
+    // Each sample: the live bytes right after its event, and at the event's highest total (the
+    // allocator's peak since the previous sample; peaks then restart). The step's peaks are the
+    // highest of these: forward_backward's own restart at each micro-batch.
+    Allocator& alloc = Allocator::global();
+    size_t peak_activation = 0, peak_total = 0;
     std::vector<TimelineSample> samples;
-    so.trace = [&](const std::string& e) {
-      std::printf("%3d  %-52s activations live %10s\n", ++n, e.c_str(),
-                  format_bytes(Allocator::global().active_activation()).c_str());
-      if (!f.svg.empty())
-        samples.push_back({e, phase_of(e, samples.back().phase), live_now()});
+    const auto sample = [&](const std::string& e, TimelineSample::Phase phase) {
+      peak_activation = std::max(peak_activation, alloc.peak_activation());
+      peak_total = std::max(peak_total, alloc.peak_total());
+      samples.push_back({e, phase, live_now(), alloc.active_at_peak_total()});
+      alloc.reset_peak();
     };
+    int n = 0;  // sample i is the state after event i, as numbered below; sample 0 the step's start
+    const auto event = [&](const std::string& e, std::optional<TimelineSample::Phase> phase) {
+      std::printf("%3d  %-52s activations live %10s\n", ++n, e.c_str(), format_bytes(alloc.active_activation()).c_str());
+      sample(e, phase ? *phase : phase_of(e, samples.back().phase));
+    };
+    so.trace = [&](const std::string& e) { event(e, std::nullopt); };
+    const int64_t accum = f.batch / micro;
     std::printf("trace of one step: %s, %s %s%s, batch %lld", cfg.describe().c_str(), plan ? "the" : "strategy",
                 label.c_str(), !plan && spec.recompute_last ? " (recompute-last)" : "", (long long)f.batch);
-    if (micro == f.batch)
+    if (accum == 1)
       std::printf(", seq %lld\n", (long long)T);
     else
       std::printf(" = %lld micro-batches of %lld, seq %lld; micro-step 1 of %lld (the others repeat its events)\n",
-                  (long long)(f.batch / micro), (long long)micro, (long long)T, (long long)(f.batch / micro));
-    StepMeasure m;
-    if (!f.svg.empty()) samples.push_back({"start of step", TimelineSample::Phase::Forward, live_now()});
-    forward_backward(*model, MicroBatch{in, tg, micro, T}, double(f.batch * T), step_rng(1, 0, 0), so, &m);
+                  (long long)accum, (long long)micro, (long long)T, (long long)accum);
+    alloc.reset_peak();
+    sample("start of step", TimelineSample::Phase::Forward);
+    StepMeasure m;  // micro-step 1's counters
+    const double count = double(f.batch * T);
+    forward_backward(*model, batch.micro_batch(), count, step_rng(1, 0, 0), so, &m);
+    if (accum > 1) {  // untraced, one sample for them all: the highest of theirs
+      StepOptions quiet = so;
+      quiet.trace = nullptr;
+      TimelineSample rest{"micro-steps 2-" + std::to_string(accum) + " (as micro-step 1)", samples.back().phase, {}, {}};
+      size_t highest = 0;
+      for (int64_t k = 1; k < accum; ++k) {
+        forward_backward(*model, batch.micro_batch(), count, step_rng(1, 0, uint64_t(k)), quiet, nullptr);
+        peak_activation = std::max(peak_activation, alloc.peak_activation());
+        if (alloc.peak_total() > highest) highest = alloc.peak_total(), rest.high = alloc.active_at_peak_total();
+      }
+      peak_total = std::max(peak_total, highest);
+      rest.live = live_now();
+      std::printf("%3d  %-52s activations live %10s\n", ++n, rest.event.c_str(),
+                  format_bytes(alloc.active_activation()).c_str());
+      samples.push_back(std::move(rest));
+      alloc.reset_peak();
+    }
+    adamw_step(*model, adam_m, adam_v, AdamWSettings{}, grad_norm(*model), 1e-3f, 1);
+    event("optimizer step (gradient norm, AdamW)", TimelineSample::Phase::Optimizer);
     const size_t predicted = plan ? plan->activation_peak
                                   : planner::simulate_memory(planner::trace_step(*model, micro, T), so.schedule).peak_activation;
+    StepOptions dry = so;
+    dry.trace = nullptr;
+    const size_t predicted_step = dry_run_step(cfg, micro, T, accum, dry, corpus.buffer_bytes()).peak_total;
     // How often each block's forward ran (first pass and recomputes), from the schedule.
     std::vector<int> runs(size_t(cfg.L), 0);
     for (const Action& a : so.schedule)
@@ -131,19 +178,21 @@ void add_trace(CLI::App& root) {
                                                              : lo == 2 ? std::string("twice")
                                                                        : std::to_string(lo) + " times")
                                      : "blocks ran " + std::to_string(lo) + " to " + std::to_string(hi) + " times (see above)";
-    std::printf("block forwards %lld, recomputes %lld, backwards %lld; %s\n",
-                (long long)m.counters.block_forwards, (long long)m.counters.block_recomputes,
-                (long long)m.counters.block_backwards, ran.c_str());
-    std::printf("peak activation %s measured, %s predicted\n", format_bytes(m.peak_activation).c_str(),
+    std::printf("block forwards %lld, recomputes %lld, backwards %lld; %s\n", (long long)m.counters.block_forwards,
+                (long long)m.counters.block_recomputes, (long long)m.counters.block_backwards, ran.c_str());
+    std::printf("peak activation %s measured, %s predicted\n", format_bytes(peak_activation).c_str(),
                 format_bytes(predicted).c_str());
+    std::printf("whole-step peak %s measured (every category: parameters, gradients, AdamW moments, data, "
+                "activations, transients, workspace), %s predicted by dry run\n",
+                format_bytes(peak_total).c_str(), format_bytes(predicted_step).c_str());
     if (!f.svg.empty()) {
       TimelineOptions to;
       to.persistent = f.svg_persistent;
       to.title = "Live memory of one step: " + cfg.describe() + ", " + (plan ? "the " : "strategy ") + label +
                  (!plan && spec.recompute_last ? " (recompute-last)" : "") + ", micro-batch " + std::to_string(micro);
       write_file_atomic(f.svg, timeline_svg(samples, to));
-      std::printf("wrote %s: %zu events; measured peak activation %zu bytes\n", f.svg.c_str(), samples.size() - 1,
-                  m.peak_activation);
+      std::printf("wrote %s: %zu events; measured peak activation %zu bytes, whole step %zu bytes\n", f.svg.c_str(),
+                  samples.size() - 1, peak_activation, peak_total);
     }
   });
 }

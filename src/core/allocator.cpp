@@ -58,7 +58,10 @@ void Allocator::bump_peaks_locked() {
     for (int d = 0; d < kNumDTypes; ++d)
       if (active_dt_[i][d] > peak_dt_[i][d]) peak_dt_[i][d] = active_dt_[i][d];
   }
-  if (total_ > total_peak_) total_peak_ = total_;
+  if (total_ > total_peak_) {
+    total_peak_ = total_;
+    at_total_peak_ = active_;
+  }
   if (act_ > act_peak_) {
     act_peak_ = act_;
     act_peak_dt_ = act_dt_;
@@ -198,6 +201,10 @@ size_t Allocator::peak_activation() const { std::lock_guard<std::mutex> lk(mu_);
 size_t Allocator::active(Category c, DType d) const { std::lock_guard<std::mutex> lk(mu_); return active_dt_[int(c)][int(d)]; }
 size_t Allocator::peak(Category c, DType d) const { std::lock_guard<std::mutex> lk(mu_); return peak_dt_[int(c)][int(d)]; }
 size_t Allocator::peak_activation(DType d) const { std::lock_guard<std::mutex> lk(mu_); return act_peak_dt_[int(d)]; }
+std::array<size_t, kNumCategories> Allocator::active_at_peak_total() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return at_total_peak_;
+}
 uint64_t Allocator::allocations() const { std::lock_guard<std::mutex> lk(mu_); return allocations_; }
 uint64_t Allocator::allocated_bytes() const { std::lock_guard<std::mutex> lk(mu_); return allocated_bytes_; }
 size_t Allocator::cached() const { std::lock_guard<std::mutex> lk(mu_); return cached_; }
@@ -248,6 +255,7 @@ void Allocator::reset_peak() {
   peak_ = active_;
   peak_dt_ = active_dt_;
   total_peak_ = total_;
+  at_total_peak_ = active_;
   act_peak_ = act_;
   act_peak_dt_ = act_dt_;
   for (auto& [n, s] : names_) {

@@ -78,6 +78,9 @@ class Allocator {
   size_t active(Category c, DType d) const;
   size_t peak(Category c, DType d) const;
   size_t peak_activation(DType d) const;
+  // The live bytes of every category at the moment of peak_total() (they sum to it): what a step
+  // held at its highest, transients and workspace included (remat trace --svg draws it).
+  std::array<size_t, kNumCategories> active_at_peak_total() const;
   // Every allocation (or account()) since construction: how many, and their bytes summed.
   uint64_t allocations() const;
   uint64_t allocated_bytes() const;
@@ -110,6 +113,7 @@ class Allocator {
   std::array<size_t, kNumCategories> active_{}, peak_{};
   std::array<std::array<size_t, kNumDTypes>, kNumCategories> active_dt_{}, peak_dt_{};
   std::array<size_t, kNumDTypes> act_dt_{}, act_peak_dt_{};
+  std::array<size_t, kNumCategories> at_total_peak_{};
   size_t total_ = 0, total_peak_ = 0, act_ = 0, act_peak_ = 0, limit_ = 0;
   // Hashed, not ordered: every allocation looks its name up (a dry run of a 1000-block chain makes
   // millions); by_name() sorts a copy.

@@ -92,6 +92,7 @@ TEST(CliCommands, TraceBlockSkipsTheLastRecompute) {
       "backward  block 0",
       "free      checkpoint x0",
       "backward  embedding",
+      "optimizer step (gradient norm, AdamW)",
   };
   EXPECT_EQ(trace_events(r.out), expect) << r.out;
   const Summary s = trace_summary(r.out);
@@ -124,6 +125,7 @@ TEST(CliCommands, TraceBlockWithRecomputeLastRunsEveryBlockTwice) {
       "backward  block 0",
       "free      checkpoint x0",
       "backward  embedding",
+      "optimizer step (gradient norm, AdamW)",
   };
   const auto ev = trace_events(r.out);
   EXPECT_EQ(ev, expect) << r.out;
