@@ -45,7 +45,7 @@ class ByteBpe final : public Tokenizer {
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(bytes_.size()); }
   std::string name() const override;
-  std::optional<int32_t> eot() const override { return eot_; }
+  std::optional<int32_t> document_start() const override { return eot_; }
 
  private:
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;

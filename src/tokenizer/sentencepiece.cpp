@@ -38,8 +38,8 @@ class SentencePiece final : public Tokenizer {
   std::string name() const override {
     return "SentencePiece " + quote_name(path_) + " (" + with_commas(uint64_t(vocab_size())) + " tokens)";
   }
-  std::optional<int32_t> eot() const override {
-    const int e = sp_.eos_id();
+  std::optional<int32_t> document_start() const override {
+    const int e = sp_.bos_id();
     return e >= 0 ? std::optional<int32_t>(e) : std::nullopt;
   }
 

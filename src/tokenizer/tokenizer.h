@@ -32,8 +32,9 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   // e.g. "byte-level BPE 'gpt2/tokenizer.json' (50,257 tokens)".
   virtual std::string name() const = 0;
-  // The end-of-text (document separator) id, when the tokenizer has one.
-  virtual std::optional<int32_t> eot() const { return std::nullopt; }
+  // The id that starts each document of a token file, when the tokenizer has one, as the models'
+  // own data preparation puts it: GPT-2's <|endoftext|> (as llm.c does), SentencePiece's <s> (LLaMA 2).
+  virtual std::optional<int32_t> document_start() const { return std::nullopt; }
 };
 
 // Byte values as ids (V = 256); decode(encode(x)) == x for any bytes.

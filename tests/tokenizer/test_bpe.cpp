@@ -10,37 +10,14 @@
 #include "core/error.h"
 #include "tokenizer/byte_bpe.h"
 #include "tokenizer/tokenizer.h"
+#include "tiny_bpe.h"
 
 using namespace remat::tok;
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace remat_tok_test;
 
 namespace {
-
-std::string mapped(const std::string& raw) {  // raw bytes -> vocabulary string
-  std::string s;
-  for (unsigned char b : raw) {
-    const uint32_t cp = byte_to_char(b);
-    if (cp < 0x80) s += char(cp);
-    else s += {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
-  }
-  return s;
-}
-
-// 256 byte tokens, then "he" "ll" "hell" " w" " wo", and <|endoftext|> at id 300 (ids 261..299 unused).
-json tiny_json() {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[mapped(std::string(1, char(b)))] = b;
-  const std::vector<std::string> merged = {"he", "ll", "hell", " w", " wo"};
-  for (size_t i = 0; i < merged.size(); ++i) vocab[mapped(merged[i])] = 256 + int(i);
-  vocab["<|endoftext|>"] = 300;
-  json merges = json::array({"h e", "l l", "he ll", mapped(" ") + " w", json::array({mapped(" w"), "o"})});
-  return {{"version", "1.0"},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
-          {"added_tokens", json::array({{{"id", 300}, {"content", "<|endoftext|>"}, {"special", true}}})},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
-}
 
 class Bpe : public ::testing::Test {
  protected:
@@ -87,8 +64,8 @@ TEST_F(Bpe, MergesApplyInRankOrder) {
 
 TEST_F(Bpe, AddedTokensAreMatchedFirstAndNeverMerged) {
   auto t = load_tokenizer(put("tokenizer.json", tiny_json().dump()));
-  ASSERT_TRUE(t->eot().has_value());
-  EXPECT_EQ(*t->eot(), 300);
+  ASSERT_TRUE(t->document_start().has_value());
+  EXPECT_EQ(*t->document_start(), 300);
   EXPECT_EQ(t->encode("he<|endoftext|>llo"), (std::vector<int32_t>{256, 300, 257, 'o'}));
   EXPECT_EQ(t->decode(std::vector<int32_t>{256, 300, 257}), "he<|endoftext|>ll");
   EXPECT_EQ(t->encode("<|endoftext|"), t->encode(std::string("<|endoftext|")));  // not whole: plain text

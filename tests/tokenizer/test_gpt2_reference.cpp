@@ -84,8 +84,8 @@ class Gpt2Reference : public ::testing::Test {
 
 TEST_F(Gpt2Reference, VocabularyIsGpt2s) {
   EXPECT_EQ(tok_->vocab_size(), 50257);
-  ASSERT_TRUE(tok_->eot().has_value());
-  EXPECT_EQ(*tok_->eot(), 50256);
+  ASSERT_TRUE(tok_->document_start().has_value());
+  EXPECT_EQ(*tok_->document_start(), 50256);
 }
 
 TEST_F(Gpt2Reference, BuiltinCorpus) {

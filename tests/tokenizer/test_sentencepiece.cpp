@@ -79,7 +79,7 @@ class SentencePieceReference : public ::testing::Test {
 
 TEST_F(SentencePieceReference, Vocabulary) {
   EXPECT_EQ(tok_->vocab_size(), 800);
-  EXPECT_TRUE(tok_->eot().has_value());  // </s>
+  EXPECT_TRUE(tok_->document_start().has_value());  // <s>
   EXPECT_THROW(tok_->decode(std::vector<int32_t>{800}), remat::Error);
 }
 
