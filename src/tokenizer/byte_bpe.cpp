@@ -174,7 +174,25 @@ void ByteBpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) co
 }
 
 void ByteBpe::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
-  gpt2_split(text, [&](std::string_view p) { encode_piece(p, out); });
+  // Words repeat: each call keeps the ids of the pieces it has seen (views into `text`, so the
+  // cache lives no longer than the call and needs no lock), up to a bound on its size.
+  constexpr size_t kMaxCached = 1 << 16;
+  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> seen;  // piece -> [begin, end) in `out`
+  gpt2_split(text, [&](std::string_view p) {
+    if (p.size() == 1) {
+      out.push_back(byte_id_[uint8_t(p[0])]);
+      return;
+    }
+    auto it = seen.find(p);
+    if (it != seen.end()) {
+      const auto [b, e] = it->second;
+      for (uint32_t k = b; k < e; ++k) out.push_back(out[k]);
+      return;
+    }
+    const size_t b = out.size();
+    encode_piece(p, out);
+    if (seen.size() < kMaxCached && out.size() < UINT32_MAX) seen.emplace(p, std::make_pair(uint32_t(b), uint32_t(out.size())));
+  });
 }
 
 void ByteBpe::encode(std::string_view text, std::vector<int32_t>& out) const {
