@@ -16,6 +16,7 @@
 
 #include "cli/cmd_calibrate.h"
 #include "cli/cmd_sample.h"
+#include "cli/cmd_tokenize.h"
 #include "cli/flags.h"
 #include "cli/numbers.h"
 #include "core/error.h"
@@ -278,6 +279,7 @@ int main(int argc, char** argv) {
   remat::cli::add_grads(app);
   remat::cli::add_sample(app);
   remat::cli::add_calibrate(app);
+  remat::cli::add_tokenize(app);
   remat::cli::make_numbers_strict(app);  // once, for every numeric option of every command
   try {
     remat::cli::check_environment();

@@ -148,6 +148,21 @@ void AtomicWriter::write(const void* data, size_t bytes) {
   written_ += bytes;
 }
 
+void AtomicWriter::overwrite(uint64_t offset, const void* data, size_t bytes) {
+  if (committed_ || !f_) throw Error("io", "overwrite in '" + path_ + "' after commit() or a failure");
+  if (offset > written_ || bytes > written_ - offset)
+    throw Error("io", "overwrite past the end of what was written to '" + path_ + "'");
+  errno = 0;
+  if (std::fflush(f_) != 0) fail("writing", errno ? errno : EIO);
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(::fileno(f_), p, bytes, off_t(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("writing", n < 0 ? errno : EIO);
+    p += n, offset += uint64_t(n), bytes -= size_t(n);
+  }
+}
+
 void AtomicWriter::commit() {
   if (committed_) throw Error("io", "commit() of '" + path_ + "' called twice");
   if (!f_) throw Error("io", "commit() of '" + path_ + "' after an earlier failure");

@@ -30,6 +30,9 @@ class AtomicWriter {
   // Appends bytes (buffered). Throws on I/O errors such as a full disk.
   void write(const void* data, size_t bytes);
   void write(std::string_view s) { write(s.data(), s.size()); }
+  // Replaces bytes already written at `offset` (a header whose counts are known only at the end).
+  // Throws unless [offset, offset + bytes) was written before.
+  void overwrite(uint64_t offset, const void* data, size_t bytes);
   // Makes the new contents durable and visible at `path`. At most once; throws on failure (the
   // temporary file is removed and the target keeps its previous contents).
   void commit();

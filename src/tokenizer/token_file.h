@@ -1,0 +1,53 @@
+// Text files to llm.c token files (the format data/dataset.h reads): a 256-int32 header (magic
+// 20240520, version, token count), then the tokens, uint16 (version 1) for vocabularies up to
+// 65,536 ids and uint32 (version 2) above.
+//
+// Streaming: each input is read in blocks and cut into chunks of about `chunk_bytes`, each cut where
+// an ASCII non-space byte is followed by an ASCII white-space byte. GPT-2's pattern never makes a
+// piece across such a place and looks only forward, so byte-level BPE gives exactly the ids of the
+// whole file. (SentencePiece starts each chunk as a new text, with its dummy prefix; the cuts depend
+// only on the text and chunk_bytes, so the ids are still the same at any thread count.) A stretch
+// without such a place is held whole.
+// Chunks are encoded in parallel (OpenMP) and written in order: the output is byte-identical at any
+// thread count. Each input is one document, starting with document_start() when the tokenizer has
+// one (as llm.c's preparation scripts do). Outputs are written atomically (core/atomic_file.h):
+// on any error, nothing is left half-written.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace remat::tok {
+
+// The first position p >= from where a chunk may end (s[p-1] ASCII non-space, s[p] ASCII space),
+// or std::string_view::npos.
+size_t safe_cut(std::string_view s, size_t from);
+
+struct TokenizeProgress {
+  uint64_t bytes_done, bytes_total, tokens;
+  double seconds;
+};
+
+struct TokenizeOptions {
+  // The last fraction of the input bytes (at a chunk boundary) goes to val_out instead of out.
+  double val_fraction = 0;
+  size_t chunk_bytes = size_t(1) << 20;
+  // Called after each batch of chunks is written.
+  std::function<void(const TokenizeProgress&)> progress;
+};
+
+struct TokenizeResult {
+  uint64_t bytes = 0, train_tokens = 0, val_tokens = 0;
+  int version = 0;  // llm.c token file version written
+};
+
+// Tokenizes `inputs` into `out` (and, with val_fraction > 0, `val_out`). Throws remat::Error for a
+// missing or unreadable input, a read error, or more tokens than the header's int32 count holds.
+TokenizeResult tokenize_files(const Tokenizer& tok, const std::vector<std::string>& inputs, const std::string& out,
+                              const std::string& val_out, const TokenizeOptions& opt);
+
+}  // namespace remat::tok

@@ -1,0 +1,56 @@
+// Tokenizers: text in, token ids out, and back. Read from the files users have, as they are:
+//  - byte-level BPE (Sennrich et al. 2016; byte-level as in Radford et al. 2019, GPT-2): a Hugging
+//    Face tokenizer.json, or vocab.json + merges.txt (GPT-2's own encoder.json + vocab.bpe too);
+//  - SentencePiece (Kudo and Richardson 2018, LLaMA 2's tokenizer.model), through libsentencepiece;
+//  - bytes: token = byte value, V = 256, what remat did before it had tokenizers.
+// encode() and decode() are const and thread-safe: one tokenizer serves every thread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace remat::tok {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Appends the ids of `text` to `out`. Any bytes are accepted: invalid UTF-8 is encoded as the
+  // reference implementation does (see each tokenizer).
+  virtual void encode(std::string_view text, std::vector<int32_t>& out) const = 0;
+  std::vector<int32_t> encode(std::string_view text) const {
+    std::vector<int32_t> out;
+    encode(text, out);
+    return out;
+  }
+  // The text of `ids`. Throws remat::Error("tokenizer") for an id outside the vocabulary.
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  // Ids are in [0, vocab_size()).
+  virtual int64_t vocab_size() const = 0;
+  // e.g. "byte-level BPE 'gpt2/tokenizer.json' (50,257 tokens)".
+  virtual std::string name() const = 0;
+  // The id that starts each document of a token file, when the tokenizer has one, as the models'
+  // own data preparation puts it: GPT-2's <|endoftext|> (as llm.c does), SentencePiece's <s> (LLaMA 2).
+  virtual std::optional<int32_t> document_start() const { return std::nullopt; }
+};
+
+// Byte values as ids (V = 256); decode(encode(x)) == x for any bytes.
+std::unique_ptr<Tokenizer> bytes_tokenizer();
+
+// `spec` is "bytes", a folder (its tokenizer.json, vocab.json + merges.txt, encoder.json +
+// vocab.bpe, or tokenizer.model, looked for in that order) or one of those files (vocab.json and
+// encoder.json find their merges file beside them). Throws remat::Error("tokenizer") naming the
+// file and what is wrong: missing, malformed, unsupported.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
+
+// Throws remat::Error("tokenizer") when the tokenizer's ids do not fit a model's embedding of
+// `model_vocab` rows.
+void check_fits(const Tokenizer& t, int64_t model_vocab);
+
+// Throws remat::Error("tokenizer", "token id X is outside the vocabulary of N tokens ...").
+void check_id(int32_t id, int64_t vocab_size, const std::string& name);
+
+}  // namespace remat::tok

