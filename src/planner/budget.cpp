@@ -203,11 +203,6 @@ void add_alternatives(const Candidates& c, const PlanTarget& t, const std::vecto
   for (size_t k = 0; k < front.size(); ++k) add(front[front.size() - 1 - k], "");
 }
 
-StepPlan price_alternative(const Alternative& a, const PlanTarget& t) {
-  StepPlan sp = price_plan(*a.candidates, a.plan, t);
-  if (!a.summary.empty()) sp.summary = a.summary;
-  return sp;
-}
 
 }  // namespace
 
@@ -255,9 +250,7 @@ std::vector<KernelPlans> plan_kernels(const PlanTarget& t) {
 
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget) { return plan_for_budget(t, budget, plan_kernels(t)); }
 
-StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels) {
-  check_calibrated_target(t);
-  REMAT_ASSERT(!kernels.empty() && !kernels.front().frontier.empty(), "plan_for_budget: no candidates");
+std::vector<BudgetPlan> budget_plans(const PlanTarget& t, const std::vector<KernelPlans>& kernels) {
   // Every kernel's plans in one list ranked by cost; ties go to the earlier kernel (a mix of kernels,
   // planned last, wins only where strictly faster) and then to the faster-by-frontier order.
   std::vector<Alternative> all;
@@ -267,27 +260,44 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
       all.push_back({cp, "", cost_of(plan_seconds(kp.candidates, cp, t.accum()), cp.compute), &kp.candidates});
   }
   std::stable_sort(all.begin(), all.end(), [](const Alternative& a, const Alternative& b) { return a.cost < b.cost; });
+  std::vector<BudgetPlan> out;
+  out.reserve(all.size());
+  for (const Alternative& a : all) {
+    BudgetPlan b{unpriced_plan(*a.candidates, a.plan, t), !a.summary.empty()};
+    if (b.textbook) b.plan.summary = a.summary;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels) {
+  check_calibrated_target(t);
+  REMAT_ASSERT(!kernels.empty() && !kernels.front().frontier.empty(), "plan_for_budget: no candidates");
+  std::vector<BudgetPlan> all = budget_plans(t, kernels);
   // What the step holds whatever the plan (parameters, gradients, optimizer state, data) is live at
   // the activation peak, so it plus the activation peak bounds a plan's whole step from below: a plan
   // whose bound exceeds the budget is not dry-run.
   const size_t persistent = price_plan(kernels.front().candidates, kernels.front().frontier.front(), t).step.persistent;
-  auto bound = [&](const Alternative& a) { return persistent + a.plan.memory.peak_activation; };
+  auto bound = [&](const BudgetPlan& a) { return persistent + a.plan.activation_peak; };
+  auto price = [&](BudgetPlan& a) -> const StepPlan& {
+    if (a.plan.step.peak_total == 0) a.plan.step = dry_run_plan(a.plan, t.data_bytes);
+    return a.plan;
+  };
   // The fastest that fits: the same answer as pricing every plan, so a larger budget never loses it.
-  for (const Alternative& a : all) {
+  for (BudgetPlan& a : all) {
     if (bound(a) > budget) continue;
-    StepPlan sp = price_alternative(a, t);
-    if (sp.step.peak_total <= budget) return sp;
+    if (price(a).step.peak_total <= budget) return a.plan;
   }
   // Nothing fits: the least whole-step peak of any plan, dry-running them in order of their bound.
   // On a tie the DP's own plan is named (the refusal names it by what it does, checkpoints and all).
-  std::stable_sort(all.begin(), all.end(), [&](const Alternative& a, const Alternative& b) {
-    return bound(a) != bound(b) ? bound(a) < bound(b) : a.summary.empty() > b.summary.empty();
+  std::stable_sort(all.begin(), all.end(), [&](const BudgetPlan& a, const BudgetPlan& b) {
+    return bound(a) != bound(b) ? bound(a) < bound(b) : a.textbook < b.textbook;
   });
   std::optional<StepPlan> least_of_all;
-  for (const Alternative& a : all) {
+  for (BudgetPlan& a : all) {
     if (least_of_all && bound(a) >= least_of_all->step.peak_total) break;
-    StepPlan sp = price_alternative(a, t);
-    if (!least_of_all || sp.step.peak_total < least_of_all->step.peak_total) least_of_all = std::move(sp);
+    const StepPlan& sp = price(a);
+    if (!least_of_all || sp.step.peak_total < least_of_all->step.peak_total) least_of_all = sp;
   }
   const StepPlan& l = *least_of_all;
   // Two sizes that round to the same figure are also given in bytes, so that they read apart.

@@ -142,6 +142,15 @@ struct KernelPlans {
 };
 std::vector<KernelPlans> plan_kernels(const PlanTarget& t);
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels);
+// The plans a whole-step budget chooses among, the same for every budget: under each kernel the
+// textbook strategies under every policy, then the DP's frontier fastest first, then its finer
+// frontiers; unpriced (StepPlan::step left empty), ranked by plan_cost with ties kept in that order.
+// plan_for_budget and the frontier `remat plan` draws (planner/frontier.h) both weigh this one list.
+struct BudgetPlan {
+  StepPlan plan;
+  bool textbook = false;  // a named strategy (its summary names it), not one of the DP's plans
+};
+std::vector<BudgetPlan> budget_plans(const PlanTarget& t, const std::vector<KernelPlans>& kernels);
 // Refuses a target whose calibration cannot price every kernel it may plan (allow_flash).
 void check_calibrated_target(const PlanTarget& t);
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -11,40 +11,24 @@ namespace remat {
 
 std::vector<StepPlan> step_frontier(const PlanTarget& t, const std::vector<KernelPlans>& kernels) {
   REMAT_ASSERT(!kernels.empty() && !kernels.front().frontier.empty(), "step_frontier: no candidates");
-  // Every plan plan_for_budget weighs (planner/budget.cpp, add_alternatives and the finer frontiers),
-  // the DP's first, so that a tie keeps the plan named by what it does. Only the textbook strategies
-  // are dry-run here; the DP's plans wait until they could be on the frontier.
+  // Every plan plan_for_budget weighs, ranked by cost (budget_plans). The same plan often comes twice
+  // (a finer frontier repeats the whole one's cheap end; a textbook strategy is a DP plan): it is
+  // dry-run once, under the DP's name when it has one (named by what it does, as a refusal names it).
   struct Candidate {
     StepPlan plan;
     bool priced = false;
   };
   std::vector<Candidate> all;
-  for (const KernelPlans& kp : kernels) {
-    for (const planner::ChainPlan& cp : kp.frontier) all.push_back({unpriced_plan(kp.candidates, cp, t)});
-    for (const planner::ChainPlan& cp : kp.finer) all.push_back({unpriced_plan(kp.candidates, cp, t)});
-  }
-  for (const KernelPlans& kp : kernels) {
-    const int L = int(kp.candidates.cfg.L);
-    for (const std::string& policy : kp.candidates.problem.policy_names)
-      for (const char* name : {"none", "all", "block", "sqrt"})
-        for (bool last : {false, true})
-          if (!(last && std::string(name) == "none"))
-            all.push_back({price_strategy(kp.candidates, parse_strategy(name, L, last), policy, t), true});
-  }
-  // The same plan often comes twice (a finer frontier repeats the whole one's cheap end; a textbook
-  // strategy is a DP plan): dry-run once, under its first name.
   {
-    std::unordered_set<std::string> seen;
-    std::vector<Candidate> once;
-    for (Candidate& c : all) {
-      std::string key = encode_schedule(c.plan.schedule) + "|" + attention_label(c.plan);
-      for (const std::string& p : c.plan.block_policy) key += "|" + p;
-      if (seen.insert(key).second) once.push_back(std::move(c));
+    std::unordered_map<std::string, size_t> seen;
+    for (BudgetPlan& b : budget_plans(t, kernels)) {
+      std::string key = encode_schedule(b.plan.schedule) + "|" + attention_label(b.plan);
+      for (const std::string& p : b.plan.block_policy) key += "|" + p;
+      const auto [it, fresh] = seen.emplace(key, all.size());
+      if (fresh) all.push_back({std::move(b.plan)});
+      else if (!b.textbook) all[it->second].plan.summary = b.plan.summary;
     }
-    all = std::move(once);
   }
-  std::stable_sort(all.begin(), all.end(),
-                   [](const Candidate& a, const Candidate& b) { return plan_cost(a.plan) < plan_cost(b.plan); });
   // What every plan holds (parameters, gradients, optimizer state, data) is live at its activation
   // peak, so it plus the activation peak bounds a plan's whole step from below: a plan whose bound is
   // no less than a cheaper plan's whole step cannot be on the frontier, and is not dry-run.

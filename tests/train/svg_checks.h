@@ -12,6 +12,9 @@
 
 namespace svg_checks {
 
+// A label with every character XML escapes.
+inline const std::string kNasty = "a<b & \"c\" 'd' > e";
+
 using svg_xml::Node;
 
 inline std::unique_ptr<Node> parse_ok(const std::string& doc) {

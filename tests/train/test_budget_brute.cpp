@@ -32,14 +32,7 @@ void check(Arch arch, DType precision) {
   const Candidates& c = kernels.front().candidates;
   std::vector<Priced> all;
   planner::enumerate_family(int(t.cfg.L), int(c.problem.traces.size()), [&](const Schedule& s, const std::vector<int>& pol) {
-    planner::ChainPlan cp;
-    cp.schedule = s;
-    cp.block_policy = pol;
-    cp.policy_names = c.problem.policy_names;
-    const planner::StepTrace tr = planner::splice(c.problem.traces, pol);
-    cp.memory = planner::simulate_memory(tr, s);
-    cp.compute = planner::predict_compute(tr, s);
-    const StepPlan sp = price_plan(c, cp, t);
+    const StepPlan sp = price_plan(c, chain_plan(c, s, pol), t);
     all.push_back({sp.step.peak_total, plan_cost(sp)});
   });
   size_t lo = std::numeric_limits<size_t>::max(), hi = 0;

@@ -21,12 +21,12 @@
 
 using namespace remat;
 using svg_checks::expect_inert;
+using svg_checks::kNasty;
 using svg_checks::parse_ok;
 using svg_xml::Node;
 
 namespace {
 
-const std::string kNasty = "a<b & \"c\" 'd' > e";  // every character XML escapes
 constexpr double MiB = 1048576.0;
 
 FrontierOptions titled(const std::string& title) {

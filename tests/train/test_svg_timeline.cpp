@@ -14,12 +14,12 @@
 
 using namespace remat;
 using svg_checks::expect_inert;
+using svg_checks::kNasty;
 using svg_checks::parse_ok;
 using svg_xml::Node;
 
 namespace {
 
-const std::string kNasty = "a<b & \"c\" 'd' > e";  // every character XML escapes
 using Live = std::array<size_t, kNumCategories>;
 
 std::vector<TimelineSample> random_samples(size_t n, unsigned seed) {
