@@ -25,6 +25,7 @@ Tensor ChainExecutor::forward(const Tensor& x0) {
   for (; pc_ < schedule_.size(); ++pc_) {
     const Action& a = schedule_[pc_];
     if (a.kind != Action::Kind::Forward || a.recompute) break;
+    if (opt_.before_action) opt_.before_action(a);
     run_forward(a);
     if (opt_.on_action) opt_.on_action(a);
   }
@@ -38,6 +39,7 @@ Tensor ChainExecutor::backward(autograd::GradTable& g, Tensor dxL) {
   dx_ = std::move(dxL);
   for (; pc_ < schedule_.size(); ++pc_) {
     const Action& a = schedule_[pc_];
+    if (opt_.before_action) opt_.before_action(a);
     if (a.kind == Action::Kind::Forward) run_forward(a);
     else run_backward(a, g);
     if (opt_.on_action) opt_.on_action(a);

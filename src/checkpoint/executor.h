@@ -21,7 +21,8 @@ struct ExecutorOptions {
   // A policy per block (a plan's choice), overriding `policy` when not empty. A block's replays
   // record and check its saves under its own policy.
   std::vector<const autograd::Policy*> block_policy;
-  std::function<void(const Action&)> on_action;  // tracing hook, called after each action
+  std::function<void(const Action&)> on_action;      // tracing hook, called after each action
+  std::function<void(const Action&)> before_action;  // ... and before each (a probe of memory per action)
 };
 
 class ChainExecutor {

@@ -10,6 +10,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/record.h"
+#include "planner/whole_step.h"
 
 namespace remat {
 
@@ -92,10 +93,11 @@ std::optional<double> plan_seconds(const Candidates& c, const planner::ChainPlan
   return planner::optimizer_step_seconds(*c.calibration, planner::predict_time(*c.calibration, plan.schedule, pol), accum);
 }
 
-StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes) {
+StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes, const StepOptions* probe) {
   const auto model = planner::shape_only_model(p.cfg);
   const std::vector<NamePolicy> policies = named_block_policies(*model, p.block_policy);
   StepOptions so;
+  if (probe) so.before_action = probe->before_action, so.after_action = probe->after_action;
   so.schedule = p.schedule;
   so.block_policy = policy_pointers(policies);
   so.block_attention = p.block_attention;
@@ -267,6 +269,16 @@ std::vector<BudgetPlan> budget_plans(const PlanTarget& t, const std::vector<Kern
     if (b.textbook) b.plan.summary = a.summary;
     out.push_back(std::move(b));
   }
+  // Each kernel's plans priced whole-step together: a few dry runs measure what each action holds.
+  for (const KernelPlans& kp : kernels) {
+    std::vector<const planner::ChainPlan*> plans;
+    std::vector<size_t> at;
+    for (size_t j = 0; j < all.size(); ++j)
+      if (all[j].candidates == &kp.candidates) plans.push_back(&all[j].plan), at.push_back(j);
+    WholeStepModel model(kp.candidates, t);
+    std::vector<StepMemory> steps = model.price(plans);
+    for (size_t j = 0; j < at.size(); ++j) out[at[j]].plan.step = std::move(steps[j]);
+  }
   return out;
 }
 
@@ -274,32 +286,25 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
   check_calibrated_target(t);
   REMAT_ASSERT(!kernels.empty() && !kernels.front().frontier.empty(), "plan_for_budget: no candidates");
   std::vector<BudgetPlan> all = budget_plans(t, kernels);
-  // What the step holds whatever the plan (parameters, gradients, optimizer state, data) is live at
-  // the activation peak, so it plus the activation peak bounds a plan's whole step from below: a plan
-  // whose bound exceeds the budget is not dry-run.
-  const size_t persistent = price_plan(kernels.front().candidates, kernels.front().frontier.front(), t).step.persistent;
-  auto bound = [&](const BudgetPlan& a) { return persistent + a.plan.activation_peak; };
-  auto price = [&](BudgetPlan& a) -> const StepPlan& {
-    if (a.plan.step.peak_total == 0) a.plan.step = dry_run_plan(a.plan, t.data_bytes);
-    return a.plan;
+  // Every plan's whole step is priced (budget_plans); the one returned is dry-run in full, for its
+  // per-category figures, and must agree.
+  auto exact = [&](const StepPlan& p) {
+    StepPlan e = p;
+    e.step = dry_run_plan(e, t.data_bytes);
+    REMAT_ASSERT(e.step.peak_total == p.step.peak_total, "plan_for_budget: the whole-step model and the dry run differ");
+    return e;
   };
-  // The fastest that fits: the same answer as pricing every plan, so a larger budget never loses it.
-  for (BudgetPlan& a : all) {
-    if (bound(a) > budget) continue;
-    if (price(a).step.peak_total <= budget) return a.plan;
-  }
-  // Nothing fits: the least whole-step peak of any plan, dry-running them in order of their bound.
-  // On a tie the DP's own plan is named (the refusal names it by what it does, checkpoints and all).
-  std::stable_sort(all.begin(), all.end(), [&](const BudgetPlan& a, const BudgetPlan& b) {
-    return bound(a) != bound(b) ? bound(a) < bound(b) : a.textbook < b.textbook;
-  });
-  std::optional<StepPlan> least_of_all;
-  for (BudgetPlan& a : all) {
-    if (least_of_all && bound(a) >= least_of_all->step.peak_total) break;
-    const StepPlan& sp = price(a);
-    if (!least_of_all || sp.step.peak_total < least_of_all->step.peak_total) least_of_all = sp;
-  }
-  const StepPlan& l = *least_of_all;
+  // The fastest that fits: the same answer whatever the budget, so a larger budget never loses it.
+  for (const BudgetPlan& a : all)
+    if (a.plan.step.peak_total <= budget) return exact(a.plan);
+  // Nothing fits: the least whole-step peak of any plan. On a tie the DP's own plan is named (the
+  // refusal names it by what it does, checkpoints and all).
+  const BudgetPlan* least = nullptr;
+  for (const BudgetPlan& a : all)
+    if (!least || a.plan.step.peak_total < least->plan.step.peak_total ||
+        (a.plan.step.peak_total == least->plan.step.peak_total && !a.textbook && least->textbook))
+      least = &a;
+  const StepPlan l = exact(least->plan);
   // Two sizes that round to the same figure are also given in bytes, so that they read apart.
   const bool close = format_bytes(budget) == format_bytes(l.step.peak_total);
   auto size = [&](size_t b) { return format_bytes(b) + (close ? " (" + std::to_string(b) + " bytes)" : ""); };

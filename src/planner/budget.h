@@ -117,8 +117,9 @@ StepPlan unpriced_plan(const Candidates& c, const planner::ChainPlan& plan, cons
 StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t);
 // Prices a named strategy with one policy on every block (a name in c.problem.policy_names).
 StepPlan price_strategy(const Candidates& c, const StrategySpec& spec, const std::string& policy, const PlanTarget& t);
-// The whole step of `p` by dry run, `data_bytes` of data held.
-StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes);
+// The whole step of `p` by dry run, `data_bytes` of data held; `probe`'s before_action and after_action,
+// when given, are called around each action of the chain.
+StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes, const StepOptions* probe = nullptr);
 
 // The fastest plan whose whole-step peak (every accounted byte) fits `budget`, among a set of plans
 // that does not depend on the budget: the optimal frontier of each kernel the target may plan with

@@ -10,24 +10,16 @@
 namespace remat::planner::dp {
 
 BlockBytes block_bytes(const PartTrace& p) {
+  const BlockMemory m = block_memory(p);
   BlockBytes b;
-  b.kept = p.kept_bytes();
-  b.input = p.input_bytes();
-  std::vector<size_t> freed(p.ops.size(), 0), rebuilt(p.ops.size(), 0);
-  int input_op = -1;
-  for (const TensorRecord& t : p.kept) {
-    const int first = *std::min_element(t.holders.begin(), t.holders.end());
-    if (t.input) input_op = first;
-    else freed[first] += t.bytes;
-  }
-  for (const TensorRecord& t : p.dropped)
-    for (int h : t.holders) rebuilt[h] += t.bytes;
+  b.kept = m.kept;
+  b.input = m.input;
   for (int held = 0; held < 2; ++held) {
     size_t gone = 0, rise = 0;
-    for (int op = int(p.ops.size()) - 1; op >= 0; --op) {
-      if (rebuilt[op] > gone) rise = std::max(rise, rebuilt[op] - gone);
-      gone += freed[op];
-      if (op == input_op && !held) gone += b.input;
+    for (int op = int(m.freed.size()) - 1; op >= 0; --op) {
+      if (m.rebuilt[op] > gone) rise = std::max(rise, m.rebuilt[op] - gone);
+      gone += m.freed[op];
+      if (op == m.input_op && !held) gone += b.input;
     }
     (held ? b.rise_held : b.rise_cur) = rise;
   }

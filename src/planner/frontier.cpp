@@ -13,10 +13,9 @@ std::vector<StepPlan> step_frontier(const PlanTarget& t, const std::vector<Kerne
   REMAT_ASSERT(!kernels.empty() && !kernels.front().frontier.empty(), "step_frontier: no candidates");
   // Every plan plan_for_budget weighs, ranked by cost (budget_plans). The same plan often comes twice
   // (a finer frontier repeats the whole one's cheap end; a textbook strategy is a DP plan): it is
-  // dry-run once, under the DP's name when it has one (named by what it does, as a refusal names it).
+  // kept once, under the DP's name when it has one (named by what it does, as a refusal names it).
   struct Candidate {
     StepPlan plan;
-    bool priced = false;
   };
   std::vector<Candidate> all;
   {
@@ -29,10 +28,8 @@ std::vector<StepPlan> step_frontier(const PlanTarget& t, const std::vector<Kerne
       else if (!b.textbook) all[it->second].plan.summary = b.plan.summary;
     }
   }
-  // What every plan holds (parameters, gradients, optimizer state, data) is live at its activation
-  // peak, so it plus the activation peak bounds a plan's whole step from below: a plan whose bound is
-  // no less than a cheaper plan's whole step cannot be on the frontier, and is not dry-run.
-  const size_t persistent = price_plan(kernels.front().candidates, kernels.front().frontier.front(), t).step.persistent;
+  // Each plan's whole step, priced by budget_plans (planner/whole_step.h), ascending in cost: a plan is
+  // on the frontier when it peaks lower than every cheaper one (the least of a tie in cost).
   std::vector<StepPlan> out;  // descending whole step as the cost ascends
   size_t best = std::numeric_limits<size_t>::max();
   for (size_t i = 0; i < all.size();) {
@@ -40,8 +37,6 @@ std::vector<StepPlan> step_frontier(const PlanTarget& t, const std::vector<Kerne
     Candidate* least = nullptr;
     for (; j < all.size() && plan_cost(all[j].plan) == plan_cost(all[i].plan); ++j) {
       Candidate& c = all[j];
-      if (persistent + c.plan.activation_peak >= best) continue;
-      if (!c.priced) c.plan.step = dry_run_plan(c.plan, t.data_bytes), c.priced = true;
       if (c.plan.step.peak_total < best && (!least || c.plan.step.peak_total < least->plan.step.peak_total)) least = &c;
     }
     if (least) {

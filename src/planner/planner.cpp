@@ -129,34 +129,34 @@ StepTrace trace_step(const Model& model, int64_t B, int64_t T, const autograd::P
   return st;
 }
 
-MemoryPrediction simulate_memory(const StepTrace& tr, const Schedule& s) {
-  const int L = int(tr.blocks.size());
-  const size_t x = tr.boundary_bytes;
-  // Per block: bytes kept, bytes freed after each op's backward (by the earliest-in-forward holder,
-  // which is the last node to release it; the input x_i apart), and bytes rebuilt during each.
-  struct BlockPlan {
-    size_t kept = 0, input = 0;
-    int input_op = 0;  // the input is released with its earliest holder too, unless it is a boundary
-    std::vector<size_t> freed, rebuilt;
-  };
-  std::vector<BlockPlan> bp(L);
-  for (int i = 0; i < L; ++i) {
-    const PartTrace& p = tr.blocks[i];
-    BlockPlan& b = bp[i];
-    b.kept = p.kept_bytes();
-    b.input = p.input_bytes();
-    b.freed.assign(p.ops.size(), 0);
-    b.rebuilt.assign(p.ops.size(), 0);
-    for (const TensorRecord& t : p.kept) {
-      const int first = *std::min_element(t.holders.begin(), t.holders.end());
-      if (t.input) b.input_op = first;
-      else b.freed[first] += t.bytes;
-    }
-    for (const TensorRecord& t : p.dropped)
-      for (int h : t.holders) b.rebuilt[h] += t.bytes;
+BlockMemory block_memory(const PartTrace& p) {
+  BlockMemory b;
+  b.kept = p.kept_bytes();
+  b.input = p.input_bytes();
+  b.freed.assign(p.ops.size(), 0);
+  b.rebuilt.assign(p.ops.size(), 0);
+  for (const TensorRecord& t : p.kept) {
+    const int first = *std::min_element(t.holders.begin(), t.holders.end());
+    if (t.input) b.input_op = first;
+    else b.freed[first] += t.bytes;
   }
-  const size_t head = tr.head.kept_bytes(), emb = tr.embed.kept_bytes();
+  for (const TensorRecord& t : p.dropped)
+    for (int h : t.holders) b.rebuilt[h] += t.bytes;
+  return b;
+}
 
+MemoryPrediction simulate_memory(const StepTrace& tr, const Schedule& s, ActionLevels* levels) {
+  std::vector<BlockMemory> bm;
+  bm.reserve(tr.blocks.size());
+  for (const PartTrace& p : tr.blocks) bm.push_back(block_memory(p));
+  std::vector<const BlockMemory*> blocks;
+  for (const BlockMemory& b : bm) blocks.push_back(&b);
+  return simulate_memory(blocks, tr.boundary_bytes, tr.embed.kept_bytes(), tr.head.kept_bytes(), s, levels);
+}
+
+MemoryPrediction simulate_memory(const std::vector<const BlockMemory*>& bp, size_t x, size_t emb, size_t head,
+                                 const Schedule& s, ActionLevels* levels) {
+  const int L = int(bp.size());
   enum { kSaved, kCkpt, kRecomp };
   std::array<size_t, 3> live{}, peak{};
   size_t peak_total = 0;
@@ -167,8 +167,11 @@ MemoryPrediction simulate_memory(const StepTrace& tr, const Schedule& s) {
   std::vector<int> boundary(L, -1);  // category of the kept input x_i, -1 when none
   struct Held { bool input = false; int cat = kSaved; };
   std::vector<Held> internals(L);
-  auto step = [&](const Action& a) {
+  if (levels) levels->before.assign(s.size(), 0);
+  auto step = [&](size_t pc) {
+    const Action& a = s[pc];
     const int i = a.block;
+    if (levels) levels->before[pc] = live[0] + live[1] + live[2];
     if (a.kind == Action::Kind::Forward) {
       if (a.keep == Keep::Boundary && boundary[i] < 0) {
         boundary[i] = a.recompute ? kRecomp : kCkpt;
@@ -178,15 +181,15 @@ MemoryPrediction simulate_memory(const StepTrace& tr, const Schedule& s) {
         // The block saves its input too, unless that input is already held as a boundary.
         const int cat = a.recompute ? kRecomp : kSaved;
         internals[i] = {boundary[i] < 0, cat};
-        live[cat] += boundary[i] >= 0 ? bp[i].kept - bp[i].input : bp[i].kept;
+        live[cat] += boundary[i] >= 0 ? bp[i]->kept - bp[i]->input : bp[i]->kept;
       }
       bump();
     } else if (a.kind == Action::Kind::Backward) {
       Held& h = internals[i];
-      for (int op = int(bp[i].freed.size()) - 1; op >= 0; --op) {
-        bump(bp[i].rebuilt[op]);
-        live[h.cat] -= bp[i].freed[op];
-        if (op == bp[i].input_op && h.input) live[h.cat] -= bp[i].input;
+      for (int op = int(bp[i]->freed.size()) - 1; op >= 0; --op) {
+        bump(bp[i]->rebuilt[op]);
+        live[h.cat] -= bp[i]->freed[op];
+        if (op == bp[i]->input_op && h.input) live[h.cat] -= bp[i]->input;
       }
       h = {};
       bump();
@@ -198,12 +201,13 @@ MemoryPrediction simulate_memory(const StepTrace& tr, const Schedule& s) {
   };
   live[kSaved] += emb;  // the embedding's saves live until its backward, the last of the step
   size_t pc = 0;
-  for (; pc < s.size() && s[pc].kind == Action::Kind::Forward && !s[pc].recompute; ++pc) step(s[pc]);
+  for (; pc < s.size() && s[pc].kind == Action::Kind::Forward && !s[pc].recompute; ++pc) step(pc);
+  if (levels) levels->before_head = live[0] + live[1] + live[2];
   live[kSaved] += head;  // the head saves x_L, its norm's outputs, the logits and the loss's statistics
   bump();
   const size_t forward_end = live[0] + live[1] + live[2];
   live[kSaved] -= head;  // its backward runs before the chain's
-  for (; pc < s.size(); ++pc) step(s[pc]);
+  for (; pc < s.size(); ++pc) step(pc);
   MemoryPrediction m;
   m.forward_end = forward_end;
   m.peak_activation = peak_total;
@@ -211,7 +215,7 @@ MemoryPrediction simulate_memory(const StepTrace& tr, const Schedule& s) {
   m.peak_checkpoint = peak[kCkpt];
   m.peak_recompute = peak[kRecomp];
   m.boundary_bytes = x;
-  m.block_bytes = L > 0 ? bp[0].kept : 0;
+  m.block_bytes = L > 0 ? bp[0]->kept : 0;
   return m;
 }
 

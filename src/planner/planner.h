@@ -73,7 +73,27 @@ struct MemoryPrediction {
   size_t boundary_bytes = 0;   // |x|: one block boundary
   size_t block_bytes = 0;      // block 0's internals (its saves, input included)
 };
-MemoryPrediction simulate_memory(const StepTrace& trace, const Schedule& s);
+// The activation level (saved + checkpoint + recompute) before each action of a schedule, and before
+// the head: what the whole-step model (planner/whole_step.h) adds each action's own bytes to.
+struct ActionLevels {
+  std::vector<size_t> before;  // [k]: before action k
+  size_t before_head = 0;      // after the forward phase, before the head's saves
+};
+MemoryPrediction simulate_memory(const StepTrace& trace, const Schedule& s, ActionLevels* levels = nullptr);
+
+// One block's part of the simulation: bytes kept (its input among them), bytes freed after each op's
+// backward (by the earliest-in-forward holder, which is the last node to release it; the input x_i
+// apart) and bytes rebuilt during each. Precomputed once per (block, policy) by callers that simulate
+// many plans over the same candidates.
+struct BlockMemory {
+  size_t kept = 0, input = 0;
+  int input_op = 0;  // the input is released with its earliest holder too, unless it is a boundary
+  std::vector<size_t> freed, rebuilt;
+};
+BlockMemory block_memory(const PartTrace& p);
+// simulate_memory over block i = *blocks[i], |x| = x, the embedding's and the head's kept bytes.
+MemoryPrediction simulate_memory(const std::vector<const BlockMemory*>& blocks, size_t x, size_t emb, size_t head,
+                                 const Schedule& s, ActionLevels* levels = nullptr);
 
 // The FLOPs of a schedule: predict_compute (planner/pricing.h).
 

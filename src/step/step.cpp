@@ -98,7 +98,12 @@ float forward_backward(Model& model, const MicroBatch& mb, double count, const S
   eo.break_replay = opt.break_replay;
   eo.policy = opt.policy;
   eo.block_policy = opt.block_policy;
-  if (opt.trace) eo.on_action = [&](const Action& a) { opt.trace(describe(a)); };
+  if (opt.trace || opt.after_action)
+    eo.on_action = [&](const Action& a) {
+      if (opt.trace) opt.trace(describe(a));
+      if (opt.after_action) opt.after_action(a);
+    };
+  eo.before_action = opt.before_action;
   ChainExecutor ex(chain, opt.schedule, eo, &m.counters);
   Tensor xL;
   {

@@ -70,6 +70,8 @@ struct StepOptions {
   std::vector<autograd::AttentionKind> block_attention;
   std::function<void(const std::string& event)> trace;  // one line per event, if set
   autograd::OpProfile* profile = nullptr;                 // per-op wall time, if set
+  // Called before and after each action of the chain (a dry run's probe of the memory each one takes).
+  std::function<void(const Action&)> before_action, after_action;
 };
 
 // A plan's policy per block, by the model's preset names ("none" keeps everything), and the
