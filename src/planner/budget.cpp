@@ -247,6 +247,7 @@ std::vector<KernelPlans> plan_kernels(const PlanTarget& t) {
     add_frontiers(kp);
     out.push_back(std::move(kp));
   }
+  for (KernelPlans& kp : out) kp.whole_step = std::make_shared<WholeStepModel>(kp.candidates, t);  // where they stay
   return out;
 }
 
@@ -275,10 +276,27 @@ std::vector<BudgetPlan> budget_plans(const PlanTarget& t, const std::vector<Kern
     std::vector<size_t> at;
     for (size_t j = 0; j < all.size(); ++j)
       if (all[j].candidates == &kp.candidates) plans.push_back(&all[j].plan), at.push_back(j);
-    WholeStepModel model(kp.candidates, t);
-    std::vector<StepMemory> steps = model.price(plans);
+    std::vector<StepMemory> steps = kp.whole_step->price(plans);
     for (size_t j = 0; j < at.size(); ++j) out[at[j]].plan.step = std::move(steps[j]);
   }
+  // Then the DP's frontier planned for the whole step with what those measured (planner/optimal.h's
+  // PlanProblem::step): for every budget, the fastest plan of the family whose whole step fits, at
+  // the DP's resolution. One table for every budget, so more memory never gives a slower plan.
+  std::vector<BudgetPlan> step_dp;
+  for (const KernelPlans& kp : kernels) {
+    planner::PlanProblem pp = kp.candidates.problem;
+    pp.step = kp.whole_step->step_bytes();
+    for (const planner::ChainPlan& cp : planner::optimal_frontier(pp)) {
+      BudgetPlan b{unpriced_plan(kp.candidates, cp, t), false};
+      b.plan.step.peak_total = cp.step_peak;
+      b.plan.step.persistent = pp.step->persistent;
+      b.plan.step.peak_activation = cp.memory.peak_activation;
+      step_dp.push_back(std::move(b));
+    }
+  }
+  // Ranked with the rest; a tie goes to the plan already there (a textbook name, a kernel planned first).
+  for (BudgetPlan& b : step_dp) out.push_back(std::move(b));
+  std::stable_sort(out.begin(), out.end(), [](const BudgetPlan& a, const BudgetPlan& b) { return plan_cost(a.plan) < plan_cost(b.plan); });
   return out;
 }
 

@@ -22,6 +22,7 @@
 
 namespace remat {
 
+class WholeStepModel;
 
 // What a plan is made for.
 struct PlanTarget {
@@ -140,6 +141,8 @@ struct KernelPlans {
   // resolution there (optimal_frontier's limit): more plans for tight budgets, the same for every
   // budget (long chains' whole frontier is coarse: a few hundred slots).
   std::vector<planner::ChainPlan> finer;
+  // The whole step of the plans over `candidates`, measured as they are priced (planner/whole_step.h).
+  std::shared_ptr<WholeStepModel> whole_step;
 };
 std::vector<KernelPlans> plan_kernels(const PlanTarget& t);
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 
@@ -33,20 +35,22 @@ namespace {
 // replay (C).
 inline double keep_cost(const Problem& pb, int s, int p, int held, int first, const double* sub, size_t m) {
   const size_t a = pb.A[held][s][p];
-  if (a + pb.R[held][s][p] > m) return kInf;
+  if (pb.keep_lo[first][held][sub ? 0 : 1][s][p] > m) return kInf;
   const double rest = sub ? sub[m - a] : 0.0;
   return pb.K[first][s][p] + rest + pb.Bk[first][held][s][p];
 }
 // Option (2) split at s2: x_s kept, blocks s..s2-1 run, then [s2, t) within m - x, then [s, s2) from x_s.
-inline double split_cost(const Problem& pb, int s, int s2, int first, const double* a, const double* b, size_t m) {
-  if (pb.x > m) return kInf;
+// lo: its least m (split_lo of block s, pass_lo of the blocks between).
+inline double split_cost(const Problem& pb, int s, int s2, int first, const double* a, const double* b, size_t m,
+                         size_t lo) {
+  if (lo > m) return kInf;
   return (pb.Fsum[first][s2] - pb.Fsum[first][s]) + a[m - pb.x] + b[m];
 }
 
 // out[m] = min(out[m], keep_cost(..., m)) for every m, as a loop the compiler vectorises: the same
 // expression, (F + rest) + B, so the same doubles as keep_cost (the Emitter compares them).
 void keep_into(const Problem& pb, int s, int p, int held, int first, const double* sub, double* out, size_t M) {
-  const size_t a = pb.A[held][s][p], lo = a + pb.R[held][s][p];
+  const size_t a = pb.A[held][s][p], lo = pb.keep_lo[first][held][sub ? 0 : 1][s][p];
   const double F = pb.K[first][s][p], B = pb.Bk[first][held][s][p];
   if (sub) {
 #pragma omp simd
@@ -60,16 +64,17 @@ void keep_into(const Problem& pb, int s, int p, int held, int first, const doubl
 // (more memory never costs time), `out` too, option by option; so the split's value is at least its
 // value at M, and from the first m where `out` is already that low it cannot improve `out`: only the
 // prefix before it is updated. The table is the same, double for double, as without the bound.
-void split_into(const Problem& pb, int s, int s2, int first, const double* a, const double* b, double* out, size_t M) {
+void split_into(const Problem& pb, int s, int s2, int first, const double* a, const double* b, double* out, size_t M,
+                size_t lo) {
   const double f = pb.Fsum[first][s2] - pb.Fsum[first][s];
   const size_t x = pb.x;
-  if (x > M) return;
+  if (lo > M) return;
   const double least = f + a[M - x] + b[M];
   if (!(least < kInf)) return;
-  // The first m >= x with out[m] <= least (out is non-increasing), or M + 1.
-  const size_t end = size_t(std::partition_point(out + x, out + M + 1, [least](double v) { return v > least; }) - out);
+  // The first m >= lo with out[m] <= least (out is non-increasing), or M + 1.
+  const size_t end = size_t(std::partition_point(out + lo, out + M + 1, [least](double v) { return v > least; }) - out);
 #pragma omp simd
-  for (size_t m = x; m < end; ++m) out[m] = std::min(out[m], f + a[m - x] + b[m]);
+  for (size_t m = lo; m < end; ++m) out[m] = std::min(out[m], f + a[m - x] + b[m]);
 }
 
 }  // namespace
@@ -87,7 +92,11 @@ void fill(const Problem& pb, Tables& tb) {
         if (held == 0 && pb.held_dominates) std::copy(tb.C(s, t, 1), tb.C(s, t, 1) + M + 1, out);
         for (int p = 0; p < pb.P; ++p) keep_into(pb, s, p, held, 0, sub, out, M);
         if (held == 0 && pb.held_dominates) continue;
-        for (int s2 = s + 1; s2 < t; ++s2) split_into(pb, s, s2, 0, tb.C(s2, t, 0), tb.C(s, s2, 1), out, M);
+        size_t lo = pb.split_lo[0][held][s];
+        for (int s2 = s + 1; s2 < t; ++s2) {
+          split_into(pb, s, s2, 0, tb.C(s2, t, 0), tb.C(s, s2, 1), out, M, lo);
+          lo = std::max(lo, pb.pass_lo[0][s2]);
+        }
       }
     }
   }
@@ -96,7 +105,11 @@ void fill(const Problem& pb, Tables& tb) {
   for (int s = L - 1; s >= 0; --s) {
     double* out = tb.D(s);
     for (int p = 0; p < pb.P; ++p) keep_into(pb, s, p, 0, 1, tb.D(s + 1), out, M);
-    for (int s2 = s + 1; s2 <= L; ++s2) split_into(pb, s, s2, 1, tb.D(s2), tb.C(s, s2, 1), out, M);
+    size_t lo = pb.split_lo[1][0][s];
+    for (int s2 = s + 1; s2 <= L; ++s2) {
+      split_into(pb, s, s2, 1, tb.D(s2), tb.C(s, s2, 1), out, M, lo);
+      if (s2 < L) lo = std::max(lo, pb.pass_lo[1][s2]);
+    }
   }
 }
 
@@ -115,9 +128,10 @@ void Emitter::seg(int s, int t, int held, size_t m, bool top) {
     if (held) out.push_back({Action::Kind::Free, s, Keep::Nothing, false});
     return;
   }
-  for (int s2 = s + 1; s2 < t || (top && s2 == t); ++s2) {
+  size_t lo = pb.split_lo[top][held][s];
+  for (int s2 = s + 1; s2 < t || (top && s2 == t); lo = std::max(lo, s2 < pb.L ? pb.pass_lo[top][s2] : 0), ++s2) {
     const double* first = top ? tb.D(s2) : tb.C(s2, t, 0);
-    if (split_cost(pb, s, s2, top, first, tb.C(s, s2, 1), m) != want) continue;
+    if (split_cost(pb, s, s2, top, first, tb.C(s, s2, 1), m, lo) != want) continue;
     fwd(s, held ? Keep::Nothing : Keep::Boundary, re);
     for (int i = s + 1; i < s2; ++i) fwd(i, Keep::Nothing, re);
     seg(s2, t, 0, m - pb.x, top);
@@ -185,12 +199,62 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
     pb.Fsum[first].assign(L + 1, 0.0);
     for (int i = 0; i < L; ++i) pb.Fsum[first][i + 1] = pb.Fsum[first][i] + pass[first][i];
   }
+  // Planning for the whole step: each action's bytes above the activation level before it, less what
+  // every plan holds (StepBytes::persistent); kNever where not measured (the DP takes no such option).
+  // A forward keeping nothing is one per block whatever its candidate (as its cost is): the most of them.
+  const StepBytes* sb = pp.step ? &*pp.step : nullptr;
+  constexpr size_t kNever = std::numeric_limits<size_t>::max() / 4;
+  struct Above {
+    size_t keep[2][2] = {};  // [first][held]: the forward keeping internals
+    size_t bwd[2][2] = {};   // [held][last]: its backward
+    size_t free = 0;         // the free of x_i after it (held)
+    bool operator==(const Above&) const = default;
+  };
+  std::vector<std::vector<Above>> ab(L, std::vector<Above>(P));
+  std::vector<size_t> split_w[2][2], pass_w[2];  // [first][held][i], [first][i]
+  size_t head_w = 0;
+  for (int first = 0; first < 2; ++first) {
+    pass_w[first].assign(L, 0);
+    for (int held = 0; held < 2; ++held) split_w[first][held].assign(L, 0);
+  }
+  if (sb) {
+    REMAT_ASSERT(sb->head >= sb->persistent, "planner: the head holds less than every plan");
+    head_w = sb->head - sb->persistent;
+    auto w = [&](Action a, int p, bool in, bool cur, bool bnd) -> size_t {
+      const std::optional<size_t> v = sb->action(a, p, in, cur, bnd);
+      if (!v) return kNever;
+      REMAT_ASSERT(*v >= sb->persistent, "planner: an action holds less than every plan");
+      return *v - sb->persistent;
+    };
+    using K = Action::Kind;
+    for (int i = 0; i < L; ++i)
+      for (int p = 0; p < P; ++p) {
+        Above& a = ab[i][p];
+        for (int first = 0; first < 2; ++first) {
+          const bool re = first == 0;
+          for (int held = 0; held < 2; ++held) a.keep[first][held] = w({K::Forward, i, Keep::Internals, re}, p, held, !held, held);
+          split_w[first][0][i] = std::max(split_w[first][0][i], w({K::Forward, i, Keep::Boundary, re}, p, false, true, false));
+          split_w[first][1][i] = std::max(split_w[first][1][i], w({K::Forward, i, Keep::Nothing, re}, p, true, false, true));
+          pass_w[first][i] = std::max(pass_w[first][i], w({K::Forward, i, Keep::Nothing, re}, p, false, true, false));
+        }
+        for (int held = 0; held < 2; ++held)
+          for (int last = 0; last < 2; ++last) a.bwd[held][last] = w({K::Backward, i, Keep::Nothing, false}, p, held, last, held);
+        a.free = w({K::Free, i, Keep::Nothing, false}, p, false, false, true);
+      }
+  }
+
   pb.homogeneous = true;
   for (int i = 1; i < L && pb.homogeneous; ++i) {
+    for (int first = 0; first < 2; ++first) {
+      if (pass_w[first][i] != pass_w[first][0]) pb.homogeneous = false;
+      for (int held = 0; held < 2; ++held)
+        if (split_w[first][held][i] != split_w[first][held][0]) pb.homogeneous = false;
+    }
     if (pass[0][i] != pass[0][0] || pass[1][i] != pass[1][0]) pb.homogeneous = false;
     for (int p = 0; p < P; ++p) {
       const BlockBytes &a = bb[i][p], &b = bb[0][p];
-      if (a.kept != b.kept || a.input != b.input || a.rise_cur != b.rise_cur || a.rise_held != b.rise_held)
+      if (a.kept != b.kept || a.input != b.input || a.rise_cur != b.rise_cur || a.rise_held != b.rise_held ||
+          !(ab[i][p] == ab[0][p]))
         pb.homogeneous = false;
       for (int first = 0; first < 2; ++first) {
         if (pb.K[first][i][p] != pb.K[first][0][p]) pb.homogeneous = false;
@@ -210,6 +274,26 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
     for (int p = 0; p < P; ++p)
       for (int held = 0; held < 2; ++held)
         g = std::gcd(g, std::gcd(held_bytes(held, i, p), held ? bb[i][p].rise_held : bb[i][p].rise_cur));
+  // ... and the whole step's: its largest, to bound the range.
+  size_t most_above = head_w;
+  auto take = [&](size_t v) {
+    if (v >= kNever) return;
+    g = std::gcd(g, v);
+    most_above = std::max(most_above, v);
+  };
+  take(head_w);
+  for (int i = 0; i < L; ++i) {
+    for (int first = 0; first < 2; ++first) {
+      take(pass_w[first][i]);
+      for (int held = 0; held < 2; ++held) take(split_w[first][held][i]);
+    }
+    for (int p = 0; p < P; ++p) {
+      const Above& a = ab[i][p];
+      for (int k = 0; k < 2; ++k)
+        for (int l = 0; l < 2; ++l) take(a.keep[k][l]), take(a.bwd[k][l]);
+      take(a.free);
+    }
+  }
   if (g == 0) g = 1;
 
   // The fastest plan's peak bounds every budget worth planning for; store-everything under each
@@ -217,6 +301,7 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
   size_t top = 0;
   for (int p = 0; p < P; ++p)
     top = std::max(top, simulate_memory(pp.traces[p], make_schedule(parse_strategy("none", L, false), L)).peak_activation);
+  if (sb) top += xb + most_above;  // a bound on the fastest plan's whole step, above what every plan holds
   pr.top = top;
   size_t range = top > pr.emb ? top - pr.emb : 0;
   if (!for_frontier && budget_hint < top) range = budget_hint > pr.emb ? budget_hint - pr.emb : 0;
@@ -242,12 +327,42 @@ Prepared prepare(const PlanProblem& pp, size_t budget_hint, bool for_frontier) {
         pb.R[held][i][p] = ceil_div(held ? bb[i][p].rise_held : bb[i][p].rise_cur, q);
       }
   }
+  // The least m of each option, in slots (dp.h).
+  auto slots_of = [&](size_t v) { return v >= kNever ? kNever : ceil_div(v, q); };
+  const size_t x = pb.x;
+  for (int first = 0; first < 2; ++first) {
+    pb.pass_lo[first].assign(L, 0);
+    for (int held = 0; held < 2; ++held) {
+      pb.split_lo[first][held].assign(L, 0);
+      for (int last = 0; last < 2; ++last) pb.keep_lo[first][held][last].assign(L, std::vector<size_t>(P));
+    }
+    for (int i = 0; i < L; ++i) {
+      pb.pass_lo[first][i] = x + slots_of(pass_w[first][i]);
+      pb.split_lo[first][0][i] = std::max(x, slots_of(split_w[first][0][i]));
+      pb.split_lo[first][1][i] = x + slots_of(split_w[first][1][i]);
+      for (int held = 0; held < 2; ++held)
+        for (int last = 0; last < 2; ++last)
+          for (int p = 0; p < P; ++p) {
+            const Above& a = ab[i][p];
+            const size_t kept = pb.A[held][i][p];
+            size_t lo = kept + pb.R[held][i][p];
+            if (sb) {
+              lo = std::max({lo, (held ? x : 0) + slots_of(a.keep[first][held]), kept + slots_of(a.bwd[held][last])});
+              if (held) lo = std::max(lo, x + slots_of(a.free));
+            }
+            pb.keep_lo[first][held][last][i][p] = std::min(lo, kNever);
+          }
+    }
+  }
+  pb.head = std::max(pb.head, slots_of(head_w));
   pb.held_dominates = true;
-  for (int i = 0; i < L; ++i)
+  for (int i = 0; i < L; ++i) {
+    if (pb.split_lo[0][0][i] > pb.split_lo[0][1][i]) pb.held_dominates = false;
     for (int p = 0; p < P; ++p)
-      if (pb.A[0][i][p] > pb.A[1][i][p] || pb.A[0][i][p] + pb.R[0][i][p] > pb.A[1][i][p] + pb.R[1][i][p] ||
-          !(pb.Bk[0][0][i][p] <= pb.Bk[0][1][i][p]))
+      if (pb.A[0][i][p] > pb.A[1][i][p] || pb.keep_lo[0][0][0][i][p] > pb.keep_lo[0][1][0][i][p] ||
+          pb.keep_lo[0][0][1][i][p] > pb.keep_lo[0][1][1][i][p] || !(pb.Bk[0][0][i][p] <= pb.Bk[0][1][i][p]))
         pb.held_dominates = false;
+  }
   return pr;
 }
 

@@ -35,9 +35,18 @@ struct Problem {
   // evaluated once.
   bool held_dominates = false;
   size_t q = 1;
-  size_t x = 0, head = 0;                 // slots
+  size_t x = 0, head = 0;                 // slots (head: its least m, see keep_lo)
   std::vector<std::vector<size_t>> A[2];  // [held][i][p]: slots held while block i keeps its internals
   std::vector<std::vector<size_t>> R[2];  // [held][i][p]: slots its backward rises above that
+  // The least m at which each option fits, in slots: the activations' own (A + R, |x|) or, planning
+  // for the whole step (PlanProblem::step), each of the option's actions' bytes above the level too.
+  // keep_lo[first][held][last][i][p]: keeping block i's internals (last: its backward right after its
+  // forward, the block output still live). split_lo[first][held][i]: the forward of block i that
+  // starts a split (keeping x_i, or with x_i held). pass_lo[first][i]: a forward keeping nothing
+  // inside a split, x_s held. head: the head (the least m of D(L)).
+  std::vector<std::vector<size_t>> keep_lo[2][2][2];
+  std::vector<size_t> split_lo[2][2];
+  std::vector<size_t> pass_lo[2];
   // Costs, [first]: 1 in the first pass (before the head), 0 in a replay (after it).
   std::vector<double> Fsum[2];                 // [first][i]: prefix sums of the forwards keeping nothing
   std::vector<std::vector<double>> K[2];       // [first][i][p]: the forward keeping internals under p
@@ -95,7 +104,8 @@ struct Prepared {
   Problem pb;
   size_t exact_q = 1;  // the sizes' common divisor: slots of this size make the DP exact
   size_t emb = 0;   // bytes, held throughout
-  size_t top = 0;   // bytes: the fastest plan's peak (store everything under the cheapest policy)
+  size_t top = 0;   // bytes: the fastest plan's peak (store everything under the cheapest policy);
+                    // planning for the whole step, above what every plan holds (StepBytes::persistent)
   TimeModel tm;     // the problem's, or flop_time
 };
 

@@ -48,6 +48,11 @@ ChainPlan finish(const PlanProblem& pp, const Prepared& pr, const Tables& tb, si
   plan.memory = simulate_memory(tr, plan.schedule);
   plan.compute = predict_compute(tr, plan.schedule);
   plan.slot_bytes = pr.pb.q;
+  if (pp.step) {
+    const std::optional<size_t> step = pp.step->plan(plan.schedule, plan.block_policy);
+    REMAT_ASSERT(step.has_value(), "planner: a whole-step plan with an action of unknown bytes");
+    plan.step_peak = *step;
+  }
   return plan;
 }
 
@@ -66,7 +71,10 @@ void improve_with_named(const PlanProblem& pp, const Prepared& pr, size_t budget
       const double t = schedule_time(pr.tm, sch, pol);
       if (!(t < best.time)) return;
       const MemoryPrediction m = simulate_memory(pp.traces[size_t(p)], sch);
-      if (m.peak_activation > budget) return;
+      std::optional<size_t> step;
+      if (pp.step && !(step = pp.step->plan(sch, pol))) return;
+      if ((step ? *step : m.peak_activation) > budget) return;
+      best.step_peak = step.value_or(0);
       best.schedule = sch;
       best.block_policy = pol;
       best.memory = m;
@@ -129,13 +137,16 @@ std::string ChainPlan::summary() const {
   return s;
 }
 
-ChainPlan optimal_plan(const PlanProblem& pp, size_t budget) {
-  const Prepared pr = prepare(pp, budget, false);
-  const size_t M = std::min(slots_for(pr, budget), frontier_slots(pr));
+std::optional<ChainPlan> fastest_plan(const PlanProblem& pp, size_t budget) {
+  // Planning for the whole step, the DP's m counts bytes above what every plan holds.
+  const size_t persistent = pp.step ? pp.step->persistent : 0;
+  const size_t above = budget > persistent ? budget - persistent : 0;
+  const Prepared pr = prepare(pp, above, false);
+  const size_t M = std::min(slots_for(pr, above), frontier_slots(pr));
   Tables tb(pr.pb, M);
   fill(pr.pb, tb);
-  if (budget < pr.emb || !(tb.D(0)[M] < kInf)) {
-    if (pr.pb.q != pr.exact_q) {  // the coarse DP found nothing; a textbook schedule may still fit
+  if (budget < persistent + pr.emb || (pp.step && budget < pp.step->outside) || !(tb.D(0)[M] < kInf)) {
+    if (pr.pb.q != pr.exact_q && !(pp.step && budget < pp.step->outside)) {  // the coarse DP found nothing; a textbook schedule may still fit
       ChainPlan named;
       named.time = kInf;
       named.policy_names = pp.policy_names;
@@ -143,6 +154,19 @@ ChainPlan optimal_plan(const PlanProblem& pp, size_t budget) {
       improve_with_named(pp, pr, budget, named);
       if (named.time < kInf) return named;
     }
+    return std::nullopt;
+  }
+  // The least memory that reaches the best cost.
+  size_t m = M;
+  while (m > 0 && tb.D(0)[m - 1] == tb.D(0)[M]) --m;
+  ChainPlan plan = finish(pp, pr, tb, m);
+  if (pr.pb.q != pr.exact_q) improve_with_named(pp, pr, budget, plan);
+  return plan;
+}
+
+ChainPlan optimal_plan(const PlanProblem& pp, size_t budget) {
+  if (std::optional<ChainPlan> plan = fastest_plan(pp, budget)) return std::move(*plan);
+  {
     const ChainPlan least = least_memory_plan(pp);
     const StepTrace& t0 = pp.traces[0];
     throw Error("planner",
@@ -152,12 +176,6 @@ ChainPlan optimal_plan(const PlanProblem& pp, size_t budget) {
                 "raise the budget to at least " + format_bytes(least.memory.peak_activation) +
                     ", or use a smaller --micro-batch or --seq");
   }
-  // The least memory that reaches the best cost.
-  size_t m = M;
-  while (m > 0 && tb.D(0)[m - 1] == tb.D(0)[M]) --m;
-  ChainPlan plan = finish(pp, pr, tb, m);
-  if (pr.pb.q != pr.exact_q) improve_with_named(pp, pr, budget, plan);
-  return plan;
 }
 
 ChainPlan least_memory_plan(const PlanProblem& pp) {
@@ -185,9 +203,10 @@ std::vector<ChainPlan> optimal_frontier(const PlanProblem& pp, size_t limit) {
       last = d[m];
     }
   // Exact bytes can order two slot-neighbours the other way: keep the Pareto set.
-  std::sort(all.begin(), all.end(), [](const ChainPlan& a, const ChainPlan& b) {
-    return a.memory.peak_activation != b.memory.peak_activation ? a.memory.peak_activation < b.memory.peak_activation
-                                                                : a.time < b.time;
+  // Planning for the whole step, its peak orders them.
+  auto peak = [&](const ChainPlan& p) { return pp.step ? p.step_peak : p.memory.peak_activation; };
+  std::sort(all.begin(), all.end(), [&](const ChainPlan& a, const ChainPlan& b) {
+    return peak(a) != peak(b) ? peak(a) < peak(b) : a.time < b.time;
   });
   std::vector<ChainPlan> f;
   for (ChainPlan& p : all)

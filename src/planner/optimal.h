@@ -24,6 +24,7 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,25 @@ struct ChainPlan {
   MemoryPrediction memory;            // simulate_memory of the schedule over the spliced trace
   ComputePrediction compute;          // predict_compute of the same
   double time = 0;                    // the DP's objective, fixed term included (schedule_time, TimeModel units)
+  size_t step_peak = 0;               // planned with PlanProblem::step: its whole-step peak
   size_t slot_bytes = 1;              // the DP's memory resolution
   std::string summary() const;        // "4 checkpoints, 9 block recomputes, selective on 3 blocks"
+};
+
+// Planning for the whole step (parameters, gradients, optimizer state, data, activations, their
+// gradients, transients, workspace) instead of the activations alone: what each action of the chain
+// holds above the activation level before it (planner/whole_step.h measures it).
+struct StepBytes {
+  size_t persistent = 0;  // held throughout by every plan (parameters, gradients, optimizer state, data)
+  size_t outside = 0;     // the step's peak outside the chain (the embedding, AdamW): a floor
+  size_t head = 0;        // the head's peak above the level the forward phase ends at
+  // The bytes above the level before action `a` of block a.block under candidate p (persistent
+  // included), given where its input comes from (a checkpoint), whether a block output is live and
+  // whether x_i is held as a checkpoint; nullopt when not known (the DP then takes no such option).
+  std::function<std::optional<size_t>(const Action& a, int p, bool in_checkpoint, bool cur_live, bool boundary)> action;
+  // The whole-step peak of a plan (schedule, a candidate per block), for the textbook schedules
+  // weighed beside the DP at coarse resolution; nullopt when not known.
+  std::function<std::optional<size_t>(const Schedule&, const std::vector<int>&)> plan;
 };
 
 struct PlanProblem {
@@ -52,6 +70,8 @@ struct PlanProblem {
   // Upper bound on DP slots (memory resolution); 0: chosen from the chain's size so that the DP
   // stays within about a second.
   size_t max_slots = 0;
+  // Set: plan for the whole step (every accounted byte), budgets in whole-step bytes (StepBytes).
+  std::optional<StepBytes> step;
 };
 
 // A trace whose block i is traces[block_policy[i]].blocks[i]: what simulate_memory and
@@ -61,6 +81,10 @@ StepTrace splice(const std::vector<StepTrace>& traces, const std::vector<int>& b
 // The fastest schedule of the family whose predicted peak activation bytes fit `budget` (the
 // count of simulate_memory). Throws remat::Error naming the least memory any schedule needs.
 ChainPlan optimal_plan(const PlanProblem& problem, size_t budget);
+
+// The same without the refusal: nullopt when nothing fits. With problem.step, `budget` is whole-step
+// bytes and the plan is the fastest whose whole step fits.
+std::optional<ChainPlan> fastest_plan(const PlanProblem& problem, size_t budget);
 
 // The least peak any schedule of the family reaches (the minimum of the frontier), and the plan.
 ChainPlan least_memory_plan(const PlanProblem& problem);

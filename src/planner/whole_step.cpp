@@ -31,9 +31,10 @@ WholeStepModel::WholeStepModel(const Candidates& c, const PlanTarget& t) : c_(c)
     for (const planner::PartTrace& p : tr.blocks) b.push_back(planner::block_memory(p));
     blocks_.push_back(std::move(b));
   }
-  // Blocks alike under every candidate share their keys (the first and the last apart: the embedding's
-  // output comes in, the head's input goes out): a model of identical blocks has three classes, so a
-  // few dry runs measure it whatever its depth.
+  // Blocks alike under every candidate share their keys: a model of identical blocks has one class, so a
+  // few dry runs measure it whatever its depth, and the DP's chain stays homogeneous (its tables grow
+  // as L^2, not L^3). The first block (the embedding's output comes in) and the last (its output goes
+  // to the head) hold what the others do: inconsistent() would count any key where they did not.
   const size_t L = blocks_.at(0).size();
   auto same = [](const planner::BlockMemory& a, const planner::BlockMemory& b) {
     return a.kept == b.kept && a.input == b.input && a.input_op == b.input_op && a.freed == b.freed && a.rebuilt == b.rebuilt;
@@ -41,8 +42,7 @@ WholeStepModel::WholeStepModel(const Candidates& c, const PlanTarget& t) : c_(c)
   class_.assign(L, 0);
   for (size_t i = 0; i < L; ++i) {
     class_[i] = int(i);
-    if (i == 0 || i + 1 == L) continue;
-    for (size_t j = 1; j < i; ++j) {
+    for (size_t j = 0; j < i; ++j) {
       if (class_[j] != int(j)) continue;
       bool alike = true;
       for (size_t p = 0; p < blocks_.size() && alike; ++p) alike = same(blocks_[p][i], blocks_[p][j]);
@@ -158,6 +158,33 @@ size_t WholeStepModel::predict(const planner::ChainPlan& plan, const std::vector
   size_t peak = std::max(*outside_, lv.before_head + *head_);
   for (size_t k = 0; k < keys.size(); ++k) peak = std::max(peak, lv.before[k] + w_.at(keys[k]));
   return peak;
+}
+
+std::optional<size_t> WholeStepModel::known_peak(const planner::ChainPlan& plan) const {
+  const std::vector<uint64_t> keys = action_keys(plan);
+  for (uint64_t k : keys)
+    if (!w_.count(k)) return std::nullopt;
+  return predict(plan, keys);
+}
+
+planner::StepBytes WholeStepModel::step_bytes() const {
+  REMAT_ASSERT(head_ && outside_, "WholeStepModel: nothing measured yet");
+  planner::StepBytes b;
+  b.persistent = persistent_;
+  b.outside = *outside_;
+  b.head = *head_;
+  b.action = [this](const Action& a, int p, bool in, bool cur, bool bnd) -> std::optional<size_t> {
+    const auto it = w_.find(key_of(a, class_.at(size_t(a.block)), p, in, cur, bnd));
+    if (it == w_.end()) return std::nullopt;
+    return it->second;
+  };
+  b.plan = [this](const Schedule& s, const std::vector<int>& pol) {
+    planner::ChainPlan cp;
+    cp.schedule = s;
+    cp.block_policy = pol;
+    return known_peak(cp);
+  };
+  return b;
 }
 
 std::vector<StepMemory> WholeStepModel::price(const std::vector<const planner::ChainPlan*>& plans) {

@@ -17,7 +17,7 @@
 // every action (StepOptions::before_action/after_action) that reads the accounting allocator's peak.
 // The plans dry-run are a greedy cover of the keys of the plans to price: a few dozen dry runs price
 // thousands of plans (GPT-3's 96 blocks: about 2,800 plans). Blocks whose saves are alike under every
-// candidate share their keys, the first and the last apart. Tests hold the model equal to a dry run of
+// candidate share their keys. Tests hold the model equal to a dry run of
 // every plan, to the byte.
 #pragma once
 #include <cstddef>
@@ -40,6 +40,12 @@ class WholeStepModel {
   // most such keys first, until every plan's keys are known; those plans get their dry run's whole
   // StepMemory, the rest the model's peak (the other per-category fields are left empty).
   std::vector<StepMemory> price(const std::vector<const planner::ChainPlan*>& plans);
+
+  // What the model knows, for the DP to plan the whole step with (PlanProblem::step): valid while the
+  // model lives; later measurements reach it too. Needs one plan priced first.
+  planner::StepBytes step_bytes() const;
+  // The whole-step peak of a plan from what is known, or nullopt when one of its keys is not.
+  std::optional<size_t> known_peak(const planner::ChainPlan& plan) const;
 
   // Plans dry-run so far, keys known, and keys measured twice with different bytes (0: every key's
   // bytes depend on the key alone, as the model assumes; tests check it).

@@ -59,7 +59,7 @@ TEST(PlanCli, FrontierBesideTheTextbookStrategies) {
   const json j = json::parse(ok({"plan", "--preset", "tiny", "--json"}).out);
   ASSERT_GE(j.at("frontier").size(), 3u);
   for (size_t k = 1; k < j["frontier"].size(); ++k) {
-    EXPECT_GT(j["frontier"][k]["predicted_activation_bytes"], j["frontier"][k - 1]["predicted_activation_bytes"]);
+    EXPECT_GT(j["frontier"][k]["predicted_step_bytes"], j["frontier"][k - 1]["predicted_step_bytes"]);  // whole step
     EXPECT_LT(j["frontier"][k]["overhead_predicted"], j["frontier"][k - 1]["overhead_predicted"]);
   }
   EXPECT_EQ(j.at("textbook").size(), 5u);

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "planner/budget.h"
+#include "planner/frontier.h"
 #include "train/run_data.h"
 #include "train/trainer.h"
 #include "options.h"
@@ -47,7 +48,8 @@ void check_arch(Arch arch) {
   const PlanTarget t{cfg, base.batch, base.micro_batch, base.seq, data_bytes_for(base), false, std::nullopt};
   ASSERT_GT(t.data_bytes, 0u);
   const Candidates c = make_candidates(cfg, t.micro, t.T);
-  const StepPlan least = price_plan(c, planner::least_memory_plan(c.problem), t);
+  // The least whole step of any plan: the whole-step frontier's first (not the least activation plan's).
+  const StepPlan least = step_frontier(t, plan_kernels(t)).front();
   const StepPlan none = price_strategy(c, parse_strategy("none", int(cfg.L), false), "none", t);
   ASSERT_LT(least.step.peak_total, none.step.peak_total);
   // Every frontier plan, whole step priced: the chosen plan must be the fastest of those that fit.
@@ -199,7 +201,8 @@ void check_calibrated(Arch arch) {
         for (bool internals : {false, true})
           others.push_back(price_strategy(c, parse_strategy(s, int(cfg.L), last, internals), name, t));
   for (const planner::ChainPlan& p : planner::optimal_frontier(c.problem)) others.push_back(price_plan(c, p, t));
-  const StepPlan least = price_plan(c, planner::least_memory_plan(c.problem), t);
+  // The least whole step of any plan: the whole-step frontier's first (not the least activation plan's).
+  const StepPlan least = step_frontier(t, plan_kernels(t)).front();
   const StepPlan none = price_strategy(c, parse_strategy("none", int(cfg.L), false), "none", t);
   double last = 1e300;
   int differs = 0;
