@@ -4,7 +4,7 @@ set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN is built with the OpenCL GPU runtime, so its CMake config
 # requires OpenCL (only a Recommends of libdnnl-dev, and recommends are not installed here).
 pkgs=(g++ cmake ninja-build make libdnnl-dev ocl-icd-opencl-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-      nlohmann-json3-dev libxxhash-dev libsentencepiece-dev)
+      nlohmann-json3-dev libxxhash-dev libsentencepiece-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

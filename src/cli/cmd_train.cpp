@@ -9,6 +9,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/io_policy.h"
+#include "dist/comm.h"
 #include "model/weights.h"
 #include "planner/budget.h"
 #include "train/run_data.h"
@@ -147,6 +148,11 @@ void add_train(CLI::App& root) {
   app->add_option("--resume", f.o.resume, "Continue a run from its --save-dir (the newest checkpoint) or a "
                                           "step-NNNNNN folder, bit-identically; model and training flags come "
                                           "from the checkpoint (--steps may be raised)");
+  app->add_option("--ranks", f.o.ranks, "Data-parallel ranks the batch is split over. Under mpirun: the process count "
+                                        "(the default there). Without mpirun: this process runs every rank's "
+                                        "micro-batches and sums their gradients in rank order, bit-identical to mpirun -np N");
+  app->add_option("--zero", f.o.zero, "ZeRO stage (Rajbhandari et al. 2020): 0 replicates AdamW's state on every rank, "
+                                      "1 shards it over the ranks (2 and 3 are not supported yet)");
   app->add_flag("--skip-nonfinite", f.o.skip_nonfinite, "Skip (and count) a step whose loss or gradient norm is "
                                                         "NaN or infinite instead of stopping the run");
   app->callback([flags, app]() {
@@ -189,6 +195,19 @@ void add_train(CLI::App& root) {
     if (given("--save-dtype") && f.o.save.empty())
       throw Error("train", "--save-dtype says how --save writes the weights, and --save is not given",
                   "add --save FILE, or drop --save-dtype");
+    const dist::Comm& world = dist::Comm::world();
+    if (world.size() > 1 && !given("--ranks")) f.o.ranks = world.size();
+    if (given("--budget") && f.o.ranks > 1)
+      throw Error("train", "--budget plans one process's whole step; with " + std::to_string(f.o.ranks) +
+                               " ranks the per-rank step (sharded state, reduction buffers) is not planned yet",
+                  "plan with remat plan and train with --plan, or drop --budget");
+    if (world.rank() != 0) {  // rank 0 prints and writes; the others train beside it
+      f.o.progress = false;
+      f.o.quiet = true;
+      f.o.metrics_out.clear();
+      f.o.save.clear();
+      f.report_json.clear();
+    }
     if (!f.o.resume.empty()) {
       merge_resume(*app, f.model, f.o);
     } else {
@@ -201,7 +220,7 @@ void add_train(CLI::App& root) {
     check_outputs(f.o, f.report_json, f.plan, given("--calibration") ? app->get_option("--calibration")->as<std::string>() : "");
     check_sizes(f.o.model, f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch, f.o.seq, 16.0);
     apply_budget_or_plan(*app, f.model, f.budget, f.plan, f.o);
-    f.o.progress = !f.no_progress;
+    f.o.progress = !f.no_progress && world.rank() == 0;
     f.o.stop = &g_stop_signal;
     f.o.saving = &g_saving;
     Trainer t(f.o);

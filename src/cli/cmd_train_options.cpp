@@ -8,6 +8,7 @@
 
 #include "cli/cmd_train.h"
 #include "core/error.h"
+#include "dist/comm.h"
 #include "planner/budget.h"
 #include "train/run_data.h"
 #include "train/run_state.h"
@@ -107,6 +108,19 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
     else
       ck.data = o.data;
   }
+  // The ranks: a continuation is bit-identical on the checkpoint's count (under mpirun, or emulated
+  // by one process). Another count under mpirun must be asked for: the whole AdamW state is in the
+  // checkpoint, so it reshards, but the gradient sums change order and the bits differ from there on.
+  const int world = dist::Comm::world().size();
+  if (given("--ranks"))
+    ck.ranks = o.ranks;
+  else if (world > 1 && world != ck.ranks)
+    throw Error("train", "the checkpoint '" + dir + "' was trained on " + std::to_string(ck.ranks) + " rank(s), and mpirun started " +
+                             std::to_string(world) + " processes",
+                "resume under mpirun -np " + std::to_string(ck.ranks) + " (or without mpirun, which runs its " +
+                    std::to_string(ck.ranks) + " ranks in one process) for a bit-identical continuation, or give --ranks " +
+                    std::to_string(world) + " to reshard (the sums then change order)");
+  if (given("--zero")) ck.zero = o.zero;  // where AdamW's state lives: no bit changes
   if (!diff.empty())
     throw Error("train", "the command line contradicts the checkpoint '" + dir + "': " + diff,
                 "drop those flags to resume with the checkpoint's values, or start a new run without --resume");
@@ -189,8 +203,12 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
   if (!o.resume.empty())
     throw Error("train", std::string(source) + " cannot be combined with --resume: the checkpoint holds the run's plan",
                 std::string("drop ") + source + " to resume with the checkpoint's strategy");
-  const int64_t micro = o.micro_batch > 0 ? o.micro_batch : o.batch;
-  if (o.batch <= 0 || micro <= 0 || o.batch % micro != 0) return;  // the trainer refuses these with its own message
+  // A plan is one rank's: its batch is the rank's share of the batch (the ranks run it side by side).
+  const int64_t ranks = o.ranks > 0 ? o.ranks : 1;
+  if (o.batch <= 0 || o.batch % ranks != 0) return;  // the trainer refuses these with its own message
+  const int64_t rank_batch = o.batch / ranks;
+  const int64_t micro = o.micro_batch > 0 ? o.micro_batch : rank_batch;
+  if (micro <= 0 || rank_batch % micro != 0) return;
   StepPlan plan;
   if (by_budget) {
     const size_t budget = parse_bytes(budget_text, "--budget");
@@ -208,13 +226,14 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
                 format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str(), time);
   } else {
     plan = read_plan_file(plan_file);
-    check_plan_target(plan, o.model, mf.given("--attention"), o.batch, micro, o.seq, omp_get_max_threads(), plan_file);
+    check_plan_target(plan, o.model, mf.given("--attention"), rank_batch, micro, o.seq, omp_get_max_threads(), plan_file);
     plan.step = dry_run_plan(plan, data_bytes_for(o));
     std::printf("plan %s: %s, attention %s; predicted whole step %s (activations alone %s)\n", plan_file.c_str(),
                 plan.summary.c_str(), attention_label(plan).c_str(),
                 format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str());
   }
   apply_plan(plan, o);
+  o.batch = plan.batch * ranks;
 }
 
 }  // namespace remat::cli

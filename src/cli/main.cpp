@@ -20,6 +20,7 @@
 #include "cli/flags.h"
 #include "cli/numbers.h"
 #include "core/error.h"
+#include "dist/comm.h"
 
 #ifndef REMAT_VERSION
 #define REMAT_VERSION "unknown"
@@ -262,8 +263,26 @@ int print_help(const CLI::App& app, const CLI::Error& e) {
 
 }  // namespace
 
+namespace {
+int run(int argc, char** argv);
+}
+
+// Under mpirun each rank runs the command; a rank that fails ends every rank, after its message, so
+// that no rank waits forever in a collective.
 int main(int argc, char** argv) {
-  default_openmp_wait_policy(argv);
+  default_openmp_wait_policy(argv);  // may re-execute this process: before MPI is initialised
+  remat::dist::Comm::init(&argc, &argv);
+  remat::dist::Comm& world = remat::dist::Comm::world();
+  if (world.rank() != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 prints; errors stay on stderr
+    std::fprintf(stderr, "remat: rank %d: cannot silence stdout\n", world.rank());
+  const int status = run(argc, argv);
+  if (status != 0 && world.size() > 1) world.abort(status);
+  remat::dist::Comm::finalize();
+  return status;
+}
+
+namespace {
+int run(int argc, char** argv) {
   remat::cli::check_stdout_writes();
   CLI::App app{
       "remat: train GPT-style transformers on CPU with activation checkpointing.\n"
@@ -357,3 +376,4 @@ int main(int argc, char** argv) {
   }
   return remat::cli::finish_stdout(0);
 }
+}  // namespace

@@ -14,7 +14,7 @@
 namespace remat {
 
 struct RunConfig {
-  static constexpr int kVersion = 2;  // of its codec (state.json's "options"); 1 lacked the fields marked (v2)
+  static constexpr int kVersion = 3;  // of its codec (state.json's "options"); 1 lacked the fields marked (v2), 2 those marked (v3)
 
   // The model: architecture, sizes, attention kernel, precision and fp32 residual stream (v2).
   ModelConfig model;
@@ -54,6 +54,12 @@ struct RunConfig {
   std::vector<std::string> block_policy;
   std::vector<autograd::AttentionKind> block_attention;
 
+  // Data parallelism (v3): the ranks the batch is split over (mpirun's processes, or emulated by one
+  // process: the same bits), and the ZeRO stage (Rajbhandari et al. 2020): 0 replicates AdamW's
+  // state on every rank, 1 shards it.
+  int64_t ranks = 1;
+  int64_t zero = 0;
+
   // Checkpoints.
   int64_t save_every = 0;  // 0: only at the end (and when stopped)
   int64_t keep = 2;        // checkpoints kept in save_dir
@@ -70,6 +76,7 @@ struct RunConfig {
     v("recompute", s.recompute), v("policy", s.policy), v("save_only", s.save_only), v("save_all_but", s.save_all_but);
     v("recompute_last", s.recompute_last), v("replay_internals", s.replay_internals);
     v("schedule", s.schedule), v("block_policy", s.block_policy), v("block_attention", s.block_attention);
+    v("ranks", s.ranks), v("zero", s.zero);
     v("save_every", s.save_every), v("keep", s.keep);
   }
   bool operator==(const RunConfig&) const = default;

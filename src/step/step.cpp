@@ -160,10 +160,10 @@ namespace {
 // gradients, the data set, AdamW's moments and the batch buffers. Made under a ShapeOnlyScope and a
 // DryRunAccount: counted by `acct`, no memory.
 struct DryState {
-  DryState(const ModelConfig& cfg, int64_t B, int64_t T, size_t data_bytes, Allocator& acct)
+  DryState(const ModelConfig& cfg, int64_t B, int64_t T, size_t data_bytes, Allocator& acct, Shard shard = {})
       : model(make_model(cfg)), acct_(acct), data_bytes_(data_bytes) {
     if (data_bytes_ > 0) acct_.account(data_bytes_, Category::Data, "data.tokens");
-    make_adamw_moments(*model, &adam_m, &adam_v);
+    make_adamw_moments(*model, &adam_m, &adam_v, shard);
     batch = std::make_unique<BatchBuffers>(B, T);
   }
   ~DryState() {
@@ -189,12 +189,24 @@ StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t ac
   {
     ShapeOnlyScope dry;
     DryRunAccount count(acct);
-    DryState st(cfg, B, T, data_bytes, acct);
+    DryState st(cfg, B, T, data_bytes, acct, opt.optimizer_shard);
+    // Data parallelism's buffers and hooks, counted as the trainer's are.
+    const std::unique_ptr<StepExtension> ext = opt.make_extension ? opt.make_extension() : nullptr;
+    StepOptions so = opt;
+    if (ext)
+      so.after_action = [&](const Action& a) {
+        if (opt.after_action) opt.after_action(a);
+        ext->after_action(a);
+      };
     // Trainer::step: every micro-batch's forward_backward, the gradient norm and the AdamW update.
     const uint64_t n0 = acct.allocations(), b0 = acct.allocated_bytes();
-    for (int64_t k = 0; k < accum; ++k)
-      forward_backward(*st.model, st.batch->micro_batch(), double(B * T * accum), StepRng{0, true}, opt, &m);
-    adamw_step(*st.model, st.adam_m, st.adam_v, AdamWSettings{}, grad_norm(*st.model), 0.0f, 1);
+    for (int64_t k = 0; k < accum; ++k) {
+      forward_backward(*st.model, st.batch->micro_batch(), double(B * T * accum), StepRng{0, true}, so, &m);
+      if (ext) ext->after_micro_batch();
+    }
+    if (ext) ext->after_backward();
+    adamw_step(*st.model, st.adam_m, st.adam_v, AdamWSettings{}, grad_norm(*st.model), 0.0f, 1, opt.optimizer_shard);
+    if (ext) ext->after_update();
     StepMeasure last;  // the optimizer's part, with the last micro-batch's (peaks since its reset)
     last.take_peaks(acct);
     m.merge(last);
@@ -242,10 +254,12 @@ MicroBatch BatchBuffers::micro_batch() const {
   return MicroBatch{{data_, n_}, {data_ + n_, n_}, B_, T_};
 }
 
-void make_adamw_moments(const Model& model, std::vector<Tensor>* m, std::vector<Tensor>* v) {
+void make_adamw_moments(const Model& model, std::vector<Tensor>* m, std::vector<Tensor>* v, Shard shard) {
   for (const Param& p : model.params()) {
-    m->push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_m"));
-    v->push_back(Tensor::zeros(p.value.shape(), Category::OptimizerState, p.name + ".adam_v"));
+    const int64_t n = p.value.numel();
+    const Shape shape = shard.whole() ? p.value.shape() : Shape{shard.hi(n) - shard.lo(n)};
+    m->push_back(Tensor::zeros(shape, Category::OptimizerState, p.name + ".adam_m"));
+    v->push_back(Tensor::zeros(shape, Category::OptimizerState, p.name + ".adam_v"));
   }
 }
 
@@ -257,18 +271,21 @@ double grad_norm(const Model& model) {
 }
 
 void adamw_step(Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v, const AdamWSettings& s, double norm,
-                float lr, int64_t t) {
+                float lr, int64_t t, Shard shard) {
   auto& params = model.params();
   REMAT_ASSERT(m.size() == params.size() && v.size() == params.size(), "adamw_step: one moment per parameter");
   for (size_t i = 0; i < params.size(); ++i) {
     Param& p = params[i];
     if (p.value.shape_only()) continue;  // a dry run: the update allocates nothing
-    if (s.clip > 0 && norm > s.clip) kernels::scale_inplace(p.grad.span(), float(s.clip / norm));
+    const int64_t n = p.value.numel(), lo = shard.lo(n), len = shard.hi(n) - lo;
+    REMAT_ASSERT(m[i].numel() == len && v[i].numel() == len, "adamw_step: moments of another shard");
+    const std::span<float> grad = p.grad.span().subspan(size_t(lo), size_t(len));
+    if (s.clip > 0 && norm > s.clip) kernels::scale_inplace(grad, float(s.clip / norm));
     // GPT-2 and LLaMA practice: no weight decay on biases and norm gains (1-D tensors).
     const float wd = p.value.shape().size() >= 2 ? s.weight_decay : 0.0f;
     // The matmuls' bf16 copy (--precision bf16) follows its updated master, in the same pass.
-    kernels::adamw_update(p.value.span(), p.grad.cspan(), m[i].span(), v[i].span(), p.value.numel(), lr, s.beta1,
-                          s.beta2, s.eps, wd, t, p.lowp.defined() ? p.lowp.data_bf16() : nullptr);
+    kernels::adamw_update(p.value.span().subspan(size_t(lo), size_t(len)), grad, m[i].span(), v[i].span(), len, lr,
+                          s.beta1, s.beta2, s.eps, wd, t, p.lowp.defined() ? p.lowp.data_bf16() + lo : nullptr);
   }
 }
 

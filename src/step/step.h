@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,6 +60,27 @@ struct StepMeasure {
   std::optional<size_t> untracked_heap;
 };
 
+// A rank's share of the optimizer state under ZeRO stage 1 (Rajbhandari et al. 2020): chunk `rank`
+// of `ranks` near-equal chunks of every parameter, elements [n * rank / ranks, n * (rank + 1) / ranks).
+// Arithmetic only: the step layer knows no communication.
+struct Shard {
+  int rank = 0, ranks = 1;
+  int64_t lo(int64_t n) const { return n * rank / ranks; }
+  int64_t hi(int64_t n) const { return n * (rank + 1) / ranks; }
+  bool whole() const { return ranks == 1; }
+};
+
+// What runs beside the step's own code in data parallelism (dist/): the gradient reduction, started
+// as blocks' gradients complete, and ZeRO's gathers. The trainer calls it around its real step, and
+// dry_run_step around its dry one (made inside the dry run, so its buffers are counted there).
+struct StepExtension {
+  virtual ~StepExtension() = default;
+  virtual void after_action(const Action&) {}
+  virtual void after_micro_batch() {}  // after each micro-batch's backward
+  virtual void after_backward() {}     // after the last micro-batch: every gradient reduced
+  virtual void after_update() {}       // after AdamW
+};
+
 struct StepOptions {
   Schedule schedule;
   bool check_determinism = false;
@@ -72,6 +94,10 @@ struct StepOptions {
   autograd::OpProfile* profile = nullptr;                 // per-op wall time, if set
   // Called before and after each action of the chain (a dry run's probe of the memory each one takes).
   std::function<void(const Action&)> before_action, after_action;
+  // Data parallelism (dist/): the optimizer state's shard, and the extension the dry run makes for
+  // itself (null: one process, the whole state).
+  Shard optimizer_shard;
+  std::function<std::unique_ptr<StepExtension>()> make_extension;
 };
 
 // A plan's policy per block, by the model's preset names ("none" keeps everything), and the
@@ -124,7 +150,8 @@ class BatchBuffers {
 
 // AdamW's state: the first and second moments of every parameter, zeroed (Category::OptimizerState,
 // "<param>.adam_m" and "<param>.adam_v"), in the order of model.params(). Shape-only in a dry run.
-void make_adamw_moments(const Model& model, std::vector<Tensor>* m, std::vector<Tensor>* v);
+// Under a shard (ZeRO-1), each moment holds the shard's chunk of its parameter, flat.
+void make_adamw_moments(const Model& model, std::vector<Tensor>* m, std::vector<Tensor>* v, Shard shard = {});
 
 struct AdamWSettings {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
@@ -135,8 +162,10 @@ double grad_norm(const Model& model);
 // Clips the gradients to s.clip (given their norm) and applies one AdamW update at 1-based step `t`
 // with learning rate `lr`: no weight decay on 1-D parameters (biases, norm gains), as GPT-2 and LLaMA
 // do. The trainer's optimizer step, run by dry_run_step too (no kernel there).
+// Under a shard, only the shard's chunk of each parameter (and of its bf16 copy) is clipped and updated,
+// with the shard's moments; element for element the same arithmetic as the whole update.
 void adamw_step(Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v, const AdamWSettings& s, double norm,
-                float lr, int64_t t);
+                float lr, int64_t t, Shard shard = {});
 
 // Forward only, nothing recorded: the mean loss of the batch.
 float evaluate_loss(const Model& model, const MicroBatch& mb);

@@ -64,6 +64,9 @@ TrainSummary Trainer::run() {
   const StepMemory predicted = predicted_memory();
   std::optional<size_t> untracked;  // heap outside the allocator, once the first step warmed oneDNN
   for (; st < o.steps; ++st) {
+    // Under mpirun every rank stops at the same step boundary (a signal may reach one rank first),
+    // and only there: between boundaries the ranks see the last agreed value.
+    if (s.signal_stop) s.agreed_stop.store(dist::Comm::world().max(s.signal_stop->load()));
     if (o.stop && o.stop->load() != 0) {  // polled between steps only: the step before finished whole
       sum.stopped = true;
       break;

@@ -140,6 +140,12 @@ RunConfig run_config_from_json(const nlohmann::json& options, int version, const
           if (unrecorded) unrecorded->push_back(std::string("model.") + key);
         }
   }
+  if (version <= 3 && j.is_object()) {
+    // Versions up to 3 ran in one process: one rank, no sharding.
+    const RunConfig d;
+    for (const char* key : {"ranks", "zero"})
+      if (!j.contains(key)) j[key] = key == std::string("ranks") ? d.ranks : d.zero;
+  }
   RunConfig c;
   try {
     record::from_json(j, c);

@@ -38,13 +38,32 @@ std::string fmt_g(double v) {
   return b;
 }
 
+// Every rank of an mpirun must run the same run on the same data: each one's run description and
+// data fingerprints against rank 0's, the differing fields named.
+void check_ranks_agree(const RunConfig& o, const Fingerprint& train, const Fingerprint& val) {
+  const dist::Comm& world = dist::Comm::world();
+  const nlohmann::json mine = {{"run", record::to_json(o)}, {"train", record::to_json(train)}, {"val", record::to_json(val)}};
+  const std::vector<std::string> all = world.allgather(mine.dump());
+  const nlohmann::json first = nlohmann::json::parse(all.front());
+  if (mine == first) return;
+  RunConfig zero;
+  record::from_json(first.at("run"), zero);
+  std::string what = record::describe(record::diff(zero, o), "rank 0", "rank " + std::to_string(world.rank()));
+  if (mine.at("train") != first.at("train") || mine.at("val") != first.at("val"))
+    what += std::string(what.empty() ? "" : "; ") + "the data differ (rank 0's training tokens " +
+            first.at("train").dump() + ", this rank's " + mine.at("train").dump() + ")";
+  throw Error("mpi", "rank " + std::to_string(world.rank()) + " was started with another run than rank 0: " + what,
+              "start every rank with the same command line and data (mpirun -np N remat train ...)");
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& o) {
   o.model.validate();
   if (o.steps < 0) throw Error("train", "--steps must be >= 0", "e.g. --steps 200");
   if (o.batch <= 0) throw Error("train", "--batch must be positive, got " + std::to_string(o.batch), "e.g. --batch 8");
-  const int64_t micro = o.micro_batch == 0 ? o.batch : o.micro_batch;
+  // Without --micro-batch: one micro-batch per rank.
+  const int64_t micro = o.micro_batch != 0 ? o.micro_batch : o.ranks > 1 && o.batch % o.ranks == 0 ? o.batch / o.ranks : o.batch;
   if (micro <= 0 || o.batch % micro != 0)
     throw Error("train", "--micro-batch " + std::to_string(micro) + " does not divide --batch " + std::to_string(o.batch),
                 "pick a divisor of the batch, e.g. --micro-batch " + std::to_string(o.batch / 2 > 0 ? o.batch / 2 : 1));
@@ -81,11 +100,33 @@ Trainer::Trainer(const TrainOptions& o) {
     throw Error("train", "--save-every needs --save-dir", "e.g. --save-dir runs/a --save-every 100");
   if (o.keep < 1)
     throw Error("train", "--keep must be at least 1, got " + std::to_string(o.keep), "e.g. --keep 2");
+  const dist::Comm& world = dist::Comm::world();
+  if (o.zero == 2 || o.zero == 3)
+    throw Error("train", "--zero " + std::to_string(o.zero) + " is not supported: remat shards AdamW's state (--zero 1), "
+                         "not the gradients or the parameters yet",
+                "use --zero 1 (optimizer state sharded over the ranks) or --zero 0 (replicated)");
+  if (o.zero != 0 && o.zero != 1)
+    throw Error("train", "--zero must be 0 or 1, got " + std::to_string(o.zero), "e.g. --zero 1");
+  if (o.ranks < 1 || o.ranks > 4096)
+    throw Error("train", "--ranks must be between 1 and 4096, got " + std::to_string(o.ranks), "e.g. --ranks 2");
+  if (world.size() > 1 && o.ranks != world.size())
+    throw Error("train", "--ranks " + std::to_string(o.ranks) + " but mpirun started " + std::to_string(world.size()) +
+                             " processes",
+                "drop --ranks under mpirun (it is the process count), or run mpirun -np " + std::to_string(o.ranks));
+  if (o.batch % (o.ranks * micro) != 0)
+    throw Error("train", "--batch " + std::to_string(o.batch) + " does not divide over " + std::to_string(o.ranks) +
+                             " ranks of --micro-batch " + std::to_string(micro),
+                "make --batch a multiple of ranks x micro-batch, " + std::to_string(o.ranks * micro) + " (e.g. --batch " +
+                    std::to_string(o.ranks * micro * std::max<int64_t>(1, o.batch / (o.ranks * micro))) + ")");
   if (!o.resume.empty() && !o.init_from.empty())
     throw Error("train", "--resume and --init-from cannot be combined",
                 "--resume continues a run with its weights and optimizer state; --init-from starts a new one");
   impl_ = std::make_unique<Impl>(o);
   Impl& s = *impl_;
+  if (world.size() > 1 && o.stop) {
+    s.signal_stop = o.stop;
+    s.opt.stop = &s.agreed_stop;
+  }
   std::string strategy_text;
   NamePolicy policy = policy_from(o, *s.model, &strategy_text);
   // A plan's schedule is the step's; the strategy then names it (a textbook name when it is one).
@@ -136,12 +177,16 @@ Trainer::Trainer(const TrainOptions& o) {
   }
   s.train_data = std::move(tr);
   s.val_data = std::move(va);
+  if (world.size() > 1) check_ranks_agree(o, s.train_data.fingerprint(), s.val_data.fingerprint());
   s.sampler = std::make_unique<data::BatchSampler>(s.train_data, micro, T, o.seed);
   s.val_sampler = std::make_unique<data::BatchSampler>(s.val_data, micro, T, o.seed + 1);
   // Split parts share their parent's buffer; --val-data is a buffer of its own (0 bytes when mapped).
   s.data_bytes = s.train_data.buffer_bytes() +
                  (o.val_data.empty() || o.random_tokens > 0 ? 0 : s.val_data.buffer_bytes());
-  make_adamw_moments(*s.model, &s.m, &s.v);
+  s.rank_accum = s.accum / o.ranks;
+  if (o.ranks > 1) s.dp = std::make_unique<dist::DataParallel>(*s.model, world, dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum});
+  const Shard shard = s.dp ? s.dp->shard() : Shard{};
+  make_adamw_moments(*s.model, &s.m, &s.v, shard);
   s.batch = std::make_unique<BatchBuffers>(micro, T);
   std::optional<RunState> resumed;
   if (!o.resume.empty()) resumed = read_run_state(find_checkpoint(o.resume));
@@ -180,11 +225,19 @@ Trainer::Trainer(const TrainOptions& o) {
                                         ", the checkpoint recorded " + want.describe(),
                       "resume with the data the run trained on (--data FILE may name it where it is now), or start "
                       "a new run");
-    load_checkpoint_tensors(st, *s.model, s.m, s.v);
+    if (shard.whole()) {
+      load_checkpoint_tensors(st, *s.model, s.m, s.v);
+    } else {  // ZeRO-1: the checkpoint holds the whole moments; this rank keeps its chunk
+      std::vector<Tensor> m, v;
+      make_adamw_moments(*s.model, &m, &v);
+      load_checkpoint_tensors(st, *s.model, m, v);
+      dist::DataParallel::cut_moments(m, shard, &s.m);
+      dist::DataParallel::cut_moments(v, shard, &s.v);
+    }
     s.start_step = st.step;
     s.skipped = st.skipped;
   }
-  if (!o.save_dir.empty())
+  if (!o.save_dir.empty() && world.rank() == 0)
     s.save_dir = std::make_unique<SaveDir>(o.save_dir, s.identity.run, resumed ? resumed->step : -1, legacy);
 }
 
@@ -194,6 +247,13 @@ bool Trainer::last_step_finite() const { return impl_->last_finite; }
 
 std::string Trainer::save_checkpoint(int64_t step) {
   Impl& s = *impl_;
+  std::vector<Tensor> full_m, full_v;  // ZeRO-1: the moments gathered onto rank 0
+  const bool sharded = s.dp && !s.dp->shard().whole();
+  if (sharded) {
+    s.dp->gather_moments(s.m, &full_m);
+    s.dp->gather_moments(s.v, &full_v);
+  }
+  if (dist::Comm::world().rank() != 0) return "";  // rank 0 writes
   REMAT_ASSERT(s.save_dir, "save_checkpoint without a --save-dir");
   // A second SIGINT while the checkpoint is written waits for it (cmd_train): no half-written folder.
   if (s.opt.saving) s.opt.saving->fetch_add(1);
@@ -203,7 +263,8 @@ std::string Trainer::save_checkpoint(int64_t step) {
       if (f) f->fetch_sub(1);
     }
   } done{s.opt.saving};
-  const std::string dir = ::remat::save_checkpoint(*s.save_dir, step, s.skipped, *s.model, s.m, s.v, s.opt, s.identity);
+  const std::string dir = ::remat::save_checkpoint(*s.save_dir, step, s.skipped, *s.model, sharded ? full_m : s.m,
+                                                   sharded ? full_v : s.v, s.opt, s.identity);
   s.save_dir->prune(s.opt.keep);
   return dir;
 }
@@ -283,6 +344,7 @@ StepOptions Trainer::step_options() const {
   so.check_determinism = s.opt.check_determinism;
   so.break_replay = s.opt.break_replay;
   so.profile = s.opt.profile;
+  if (s.dp) so.optimizer_shard = s.dp->shard();
   return so;
 }
 
@@ -290,7 +352,16 @@ StepMemory Trainer::predicted_memory() const {
   const Impl& s = *impl_;
   StepOptions so = step_options();
   so.profile = nullptr;
-  return dry_run_step(s.opt.model, s.micro, s.T, s.accum, so, s.data_bytes);
+  if (!s.dp) return dry_run_step(s.opt.model, s.micro, s.T, s.accum, so, s.data_bytes);
+  // This rank's step: its micro-batches (every rank's, when it emulates them) with the reduction's
+  // buffers, made by the same code inside the dry run.
+  Model& model = *s.model;
+  const RunConfig& o = s.opt;
+  so.make_extension = [&model, &o, &s]() -> std::unique_ptr<StepExtension> {
+    return std::make_unique<dist::DataParallel>(model, dist::Comm::world(),
+                                                dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum});
+  };
+  return dry_run_step(s.opt.model, s.micro, s.T, s.rank_accum * s.dp->local_ranks(), so, s.data_bytes);
 }
 
 float Trainer::step(int64_t step, StepMeasure* measure) {
@@ -301,20 +372,46 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
   const StepOptions so = step_options();
   double loss = 0;
   const double count = double(s.micro * s.T * s.accum);
-  for (int64_t k = 0; k < s.accum; ++k) {
-    s.sampler->sample(uint64_t(step * s.accum + k), s.batch->inputs(), s.batch->targets());
-    loss += forward_backward(*s.model, s.batch->micro_batch(), count, step_rng(o.seed, uint64_t(step), uint64_t(k)),
-                             so, measure);
+  double norm = 0;
+  if (!s.dp) {
+    for (int64_t k = 0; k < s.accum; ++k) {
+      s.sampler->sample(uint64_t(step * s.accum + k), s.batch->inputs(), s.batch->targets());
+      loss += forward_backward(*s.model, s.batch->micro_batch(), count, step_rng(o.seed, uint64_t(step), uint64_t(k)),
+                               so, measure);
+    }
+    norm = grad_norm(*s.model);
+  } else {
+    // Rank r runs the step's micro-batches r*A .. r*A + A-1 (A per rank): the batches and dropout
+    // streams one process accumulating all of them would run, disjoint across ranks.
+    dist::DataParallel& dp = *s.dp;
+    StepOptions ranked = so;
+    ranked.after_action = [&dp](const Action& a) { dp.after_action(a); };
+    for (int l = 0; l < dp.local_ranks(); ++l) {
+      const int64_t r = dp.first_rank() + l;
+      dp.begin_rank(l);
+      double rank_loss = 0;
+      for (int64_t j = 0; j < s.rank_accum; ++j) {
+        const int64_t k = r * s.rank_accum + j;
+        s.sampler->sample(uint64_t(step * s.accum + k), s.batch->inputs(), s.batch->targets());
+        rank_loss += forward_backward(*s.model, s.batch->micro_batch(), count,
+                                      step_rng(o.seed, uint64_t(step), uint64_t(k)), ranked, measure);
+        dp.after_micro_batch();
+      }
+      dp.end_rank(l, rank_loss);
+    }
+    dp.after_backward();
+    loss = dp.loss_sum();
+    norm = dp.grad_norm();
   }
   // The global gradient norm (every step: a non-finite one stops or skips the step), then clipping
   // and AdamW.
   const auto t_opt = std::chrono::steady_clock::now();
-  const double norm = grad_norm(*s.model);
   s.last_norm = norm;
   s.last_finite = std::isfinite(loss) && std::isfinite(norm);
   if (s.last_finite) {
     const AdamWSettings aw{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.clip};
-    adamw_step(*s.model, s.m, s.v, aw, norm, float(lr_at(step)), step + 1);
+    adamw_step(*s.model, s.m, s.v, aw, norm, float(lr_at(step)), step + 1, so.optimizer_shard);
+    if (s.dp) s.dp->after_update();
   }  // else weights and moments untouched
   if (measure) {  // the optimizer's part, with the last micro-batch's (the peaks since its reset)
     StepMeasure opt_part;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "dist/data_parallel.h"
 #include "train/run_state.h"
 #include "train/save_dir.h"
 #include "train/trainer.h"
@@ -30,7 +31,14 @@ struct Trainer::Impl {
   double last_norm = 0;
   bool last_finite = true;
   CheckpointIdentity identity;        // the run's id and data, recorded in every checkpoint
-  std::unique_ptr<SaveDir> save_dir;  // the locked --save-dir, when given
+  std::unique_ptr<SaveDir> save_dir;  // the locked --save-dir, when given (rank 0's)
+  // Data parallelism (--ranks > 1): the reduction of gradients over ranks and ZeRO-1's shards.
+  std::unique_ptr<dist::DataParallel> dp;
+  int64_t rank_accum = 1;
+  // Under mpirun: the signals' flag (TrainOptions::stop), and what every rank agreed on at the last
+  // step boundary, which opt.stop then points to.
+  const std::atomic<int>* signal_stop = nullptr;
+  std::atomic<int> agreed_stop{0};  // micro-batches per rank per step (accum / ranks)
 
   explicit Impl(const TrainOptions& o) : opt(o), model(make_model(o.model)) {}
 };

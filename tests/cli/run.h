@@ -57,6 +57,8 @@ struct RunResult {
 struct SpawnOptions {
   std::string cwd;
   rlim_t fsize_limit = 0;
+  // A program that runs remat (mpirun -np 2 ...): its argv, before remat's own. Empty: remat itself.
+  std::vector<std::string> launcher = {};
 };
 
 // `remat args...` as a child process: stdout and stderr read as they come (so a test can wait for a
@@ -85,12 +87,13 @@ class Child {
         const rlimit l{opt.fsize_limit, opt.fsize_limit};
         setrlimit(RLIMIT_FSIZE, &l);
       }
-      std::vector<std::string> all{REMAT_BINARY};
+      std::vector<std::string> all = opt.launcher;
+      all.push_back(REMAT_BINARY);
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (auto& a : all) argv.push_back(a.data());
       argv.push_back(nullptr);
-      execv(REMAT_BINARY, argv.data());
+      execv(all.front().c_str(), argv.data());
       _exit(127);
     }
     close(po[1]);
@@ -202,7 +205,9 @@ class Child {
 // Runs `remat args...` in `cwd` (default: the current directory) to the end.
 inline RunResult run_remat(const std::vector<std::string>& args, const std::string& cwd = "",
                            double timeout_s = 120) {
-  return Child(args, SpawnOptions{cwd}).finish(timeout_s);
+  SpawnOptions o;
+  o.cwd = cwd;
+  return Child(args, o).finish(timeout_s);
 }
 
 // A fresh directory under testing::TempDir(), removed at the end of the test.

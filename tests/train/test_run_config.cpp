@@ -229,6 +229,8 @@ RunConfig rich_run() {
   r.schedule = make_schedule(parse_strategy("block", 3, false), 3);
   r.block_policy = {"none", "swiglu", "norms"};
   r.block_attention = {autograd::AttentionKind::Naive, autograd::AttentionKind::Flash, autograd::AttentionKind::Naive};
+  r.ranks = 2;
+  r.zero = 1;
   r.save_every = 10;
   r.keep = 4;
   return r;

@@ -1,0 +1,202 @@
+#include "dist/data_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+#include "kernels/adamw.h"
+#include "kernels/bf16.h"
+
+namespace remat::dist {
+
+struct DataParallel::Bucket {
+  std::vector<size_t> params;  // indices into model.params()
+  bool started = false, reduced = false;
+  std::vector<Tensor> recv;    // per parameter: N copies of this rank's chunk
+  std::vector<Pending> a2a, gather;
+};
+
+DataParallel::DataParallel(Model& model, const Comm& comm, Parallelism p) : model_(model), comm_(comm), p_(p) {
+  REMAT_ASSERT(p.ranks >= 1 && (p.zero == 0 || p.zero == 1), "DataParallel: ranks >= 1, zero 0 or 1");
+  emulated_ = comm.size() == 1 && p.ranks > 1;
+  REMAT_ASSERT(emulated_ || comm.size() == p.ranks, "DataParallel: one process per rank, or one process for all");
+  losses_.assign(size_t(local_ranks()), 0.0);
+  const auto& params = model.params();
+  if (emulated_) {
+    for (const Param& q : params) sum_.push_back(Tensor::zeros(q.value.shape(), Category::Gradient, q.name + ".grad_sum"));
+    return;
+  }
+  const int L = int(model.config().L);
+  for (int i = 0; i <= L; ++i) buckets_.push_back(std::make_unique<Bucket>());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto split = model.split_name(params[i].name);
+    buckets_[split ? size_t(split->first) : size_t(L)]->params.push_back(i);
+  }
+}
+
+DataParallel::~DataParallel() = default;
+
+int DataParallel::first_rank() const { return emulated_ ? 0 : comm_.rank(); }
+int DataParallel::local_ranks() const { return emulated_ ? p_.ranks : 1; }
+Shard DataParallel::shard() const {
+  return p_.zero == 1 && !emulated_ ? Shard{comm_.rank(), p_.ranks} : Shard{};
+}
+
+void DataParallel::begin_rank(int local) {
+  micro_ = 0;
+  if (emulated_ && local > 0) model_.zero_grad();
+}
+
+void DataParallel::start(Bucket& b) {
+  b.started = true;
+  order_.push_back(&b);
+  const int N = p_.ranks;
+  for (size_t i : b.params) {
+    Param& q = model_.params()[i];
+    const std::vector<int64_t> off = chunks(q.grad.numel(), N);
+    const int64_t mine = off[size_t(comm_.rank()) + 1] - off[size_t(comm_.rank())];
+    b.recv.push_back(Tensor::empty({int64_t(N) * mine}, Category::Workspace, q.name + ".reduce"));
+    if (!shape_only()) b.a2a.push_back(comm_.all_to_all(q.grad.data(), off, b.recv.back().data()));
+  }
+}
+
+void DataParallel::progress() {
+  if (shape_only()) return;
+  const int N = p_.ranks, r = comm_.rank();
+  // In the order the buckets started, the same on every rank: so are the gathers posted.
+  for (Bucket* bp : order_) {
+    Bucket& b = *bp;
+    if (b.reduced) continue;
+    bool done = true;
+    for (Pending& x : b.a2a) done = x.test() && done;
+    if (!done) return;
+    // This rank's chunk, summed in rank order: the same additions whatever MPI did.
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      Param& q = model_.params()[b.params[k]];
+      const std::vector<int64_t> off = chunks(q.grad.numel(), N);
+      const int64_t lo = off[size_t(r)], n = off[size_t(r) + 1] - lo;
+      float* dst = q.grad.data() + lo;
+      const float* in = b.recv[k].data();
+      std::copy(in, in + n, dst);
+      for (int s = 1; s < N; ++s)
+        for (int64_t j = 0; j < n; ++j) dst[j] += in[int64_t(s) * n + j];
+      if (p_.zero == 0) b.gather.push_back(comm_.all_gather(q.grad.data(), off));
+    }
+    b.reduced = true;
+  }
+}
+
+void DataParallel::after_action(const Action& a) {
+  if (emulated_ || micro_ != p_.accum - 1) return;  // the step's last micro-batch completes the gradients
+  if (a.kind == Action::Kind::Backward) start(*buckets_[size_t(a.block)]);
+  progress();
+}
+
+void DataParallel::after_micro_batch() { ++micro_; }
+
+void DataParallel::end_rank(int local, double loss_sum) {
+  losses_[size_t(local)] = loss_sum;
+  if (!emulated_) return;
+  auto& params = model_.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (shape_only()) continue;
+    float* s = sum_[i].data();
+    const float* g = params[i].grad.data();
+    const int64_t n = params[i].grad.numel();
+    if (local == 0)
+      std::copy(g, g + n, s);
+    else
+      for (int64_t j = 0; j < n; ++j) s[j] += g[j];
+  }
+}
+
+void DataParallel::after_backward() {
+  if (emulated_) {
+    if (shape_only()) return;
+    auto& params = model_.params();
+    for (size_t i = 0; i < params.size(); ++i) std::copy(sum_[i].data(), sum_[i].data() + sum_[i].numel(), params[i].grad.data());
+    return;
+  }
+  for (auto& b : buckets_)
+    if (!b->started) start(*b);
+  if (!shape_only()) {
+    for (auto& b : buckets_)
+      for (Pending& x : b->a2a) x.wait();
+    progress();
+    for (auto& b : buckets_)
+      for (Pending& x : b->gather) x.wait();
+  }
+  for (auto& b : buckets_) {  // the receive buffers end here, at the same point in every run
+    b->recv.clear();
+    b->a2a.clear();
+    b->gather.clear();
+    b->started = b->reduced = false;
+  }
+  order_.clear();
+}
+
+void DataParallel::after_update() {
+  if (emulated_ || p_.zero == 0 || shape_only()) return;
+  // Every rank's updated chunk of every parameter, then each bf16 copy from its whole master (the
+  // rank's own chunk was rounded by the update: the same rounding).
+  std::vector<Pending> gathers;
+  for (Param& q : model_.params()) gathers.push_back(comm_.all_gather(q.value.data(), chunks(q.value.numel(), p_.ranks)));
+  for (Pending& g : gathers) g.wait();
+  for (Param& q : model_.params())
+    if (q.lowp.defined()) kernels::to_bf16_parallel(q.lowp.data_bf16(), q.value.data(), q.value.numel());
+}
+
+double DataParallel::grad_norm() const {
+  const auto& params = model_.params();
+  const int N = p_.ranks;
+  if (shape_only()) return 0;
+  // Each parameter's chunk sums: computed here from the whole reduced gradient, or (ZeRO-1) this
+  // rank's chunks gathered from every rank.
+  std::vector<double> parts;  // [rank][param] under ZeRO-1, else [param][rank]
+  if (p_.zero == 1 && !emulated_) {
+    std::vector<double> mine;
+    for (const Param& q : params) {
+      const std::vector<int64_t> off = chunks(q.grad.numel(), N);
+      const int r = comm_.rank();
+      mine.push_back(kernels::sum_squares(q.grad.cspan().subspan(size_t(off[size_t(r)]), size_t(off[size_t(r) + 1] - off[size_t(r)]))));
+    }
+    const std::vector<double> all = comm_.allgather(mine);
+    double sq = 0;
+    for (size_t i = 0; i < params.size(); ++i)
+      for (int r = 0; r < N; ++r) sq += all[size_t(r) * params.size() + i];
+    return std::sqrt(sq);
+  }
+  double sq = 0;
+  for (const Param& q : params) {
+    const std::vector<int64_t> off = chunks(q.grad.numel(), N);
+    for (int r = 0; r < N; ++r)
+      sq += kernels::sum_squares(q.grad.cspan().subspan(size_t(off[size_t(r)]), size_t(off[size_t(r) + 1] - off[size_t(r)])));
+  }
+  return std::sqrt(sq);
+}
+
+double DataParallel::loss_sum() const {
+  const std::vector<double> all = emulated_ ? losses_ : comm_.allgather(std::span<const double>(losses_));
+  double s = 0;
+  for (double l : all) s += l;
+  return s;
+}
+
+void DataParallel::gather_moments(const std::vector<Tensor>& shard, std::vector<Tensor>* full) const {
+  const auto& params = model_.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Param& q = params[i];
+    if (comm_.rank() == 0) full->push_back(Tensor::empty(q.value.shape(), Category::OptimizerState, shard[i].name() + ".gathered"));
+    comm_.gather(shard[i].data(), chunks(q.value.numel(), p_.ranks), comm_.rank() == 0 ? full->back().data() : nullptr);
+  }
+}
+
+void DataParallel::cut_moments(const std::vector<Tensor>& full, Shard s, std::vector<Tensor>* shard) {
+  for (size_t i = 0; i < full.size(); ++i) {
+    const int64_t n = full[i].numel(), lo = s.lo(n);
+    std::copy(full[i].data() + lo, full[i].data() + s.hi(n), (*shard)[i].data());
+  }
+}
+
+}  // namespace remat::dist

@@ -1,0 +1,79 @@
+// Data parallelism over the ranks of a run (Comm), and ZeRO stage 1 (Rajbhandari et al. 2020).
+//
+// Each rank runs its own micro-batches; their gradient is summed over ranks in rank order, so the
+// bits never depend on MPI's algorithm or on timing: a run on N ranks is bit-identical to one
+// process that accumulates each rank's micro-batches into a gradient of its own and sums those in
+// rank order (`--ranks N` without mpirun runs exactly that: the reference, and a way to continue a
+// multi-rank run on one machine).
+//
+// The reduction of a block's parameters starts (non-blocking) as soon as the schedule's backward of
+// that block ends in the step's last micro-batch, and overlaps the rest of the backward and every
+// replay in it; the embedding's and the head's start after the chain. Each parameter's chunk r is
+// reduced on rank r (an all-to-all of chunks, then a sum in rank order), then every chunk is
+// gathered again (ZeRO-0) or kept where it is (ZeRO-1: the rank updates its chunk with its chunk of
+// AdamW's state, then the parameters are gathered). The buffers a reduction receives into live
+// from its start to the end of the backward, at points fixed by the schedule, so the whole step's
+// peak is the same in every run and the dry run predicts it (StepExtension).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/comm.h"
+#include "model/model.h"
+#include "step/step.h"
+
+namespace remat::dist {
+
+struct Parallelism {
+  int ranks = 1;  // the data-parallel ranks (mpirun's processes, or emulated in one process)
+  int zero = 0;   // 0: replicated optimizer state; 1: sharded
+  int64_t accum = 1;  // micro-batches per rank per step
+};
+
+class DataParallel : public StepExtension {
+ public:
+  // `model`'s parameters on this process; under a dry run (shape_only()) nothing is communicated and
+  // the buffers are counted, not made.
+  DataParallel(Model& model, const Comm& comm, Parallelism p);
+  ~DataParallel() override;
+
+  // The ranks this process runs: its own under mpirun, all of them when it emulates them.
+  int first_rank() const;
+  int local_ranks() const;
+  Shard shard() const;  // the optimizer state's (whole unless ZeRO-1 under mpirun)
+
+  // Before a local rank's micro-batches (emulated ranks: each starts from a zero gradient).
+  void begin_rank(int local);
+  void after_action(const Action& a) override;
+  void after_micro_batch() override;
+  void end_rank(int local, double loss_sum);  // the rank's summed micro-batch losses
+  void after_backward() override;  // every reduction complete
+  void after_update() override;    // ZeRO-1: the updated chunks gathered
+  // The global gradient norm: the sum of squares of each parameter's chunks, in parameter then rank
+  // order, the same bits on every rank and for either stage.
+  double grad_norm() const;
+  // Every rank's loss sum, summed in rank order.
+  double loss_sum() const;
+  // ZeRO-1: the full moments on rank 0 (for a checkpoint; empty elsewhere), and a checkpoint's full
+  // moments cut to this rank's chunk.
+  void gather_moments(const std::vector<Tensor>& shard, std::vector<Tensor>* full) const;
+  static void cut_moments(const std::vector<Tensor>& full, Shard s, std::vector<Tensor>* shard);
+
+ private:
+  struct Bucket;
+  void start(Bucket& b);
+  void progress();
+  Model& model_;
+  const Comm& comm_;
+  Parallelism p_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;  // one per block, then one for the rest
+  std::vector<Bucket*> order_;                    // the started ones, in the order they started
+  std::vector<Tensor> sum_;                       // emulated ranks: the gradient summed so far
+  std::vector<double> losses_;                    // per local rank
+  int micro_ = 0;                                 // micro-batches done in this rank's step
+  bool emulated_ = false;
+};
+
+}  // namespace remat::dist

@@ -1,0 +1,162 @@
+// Data parallelism under mpirun (Open MPI): 2 ranks on this machine. Each run's weights are compared
+// byte for byte with one process that runs both ranks' micro-batches and sums their gradients in
+// rank order (--ranks 2 without mpirun), and ZeRO-1's with ZeRO-0's. Skips, naming the package, when
+// mpirun is missing.
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "run.h"
+
+using namespace remat_cli_test;
+
+namespace {
+
+const char* kMpirun = "/usr/bin/mpirun";
+
+std::vector<std::string> mpirun(int np) {
+  return {kMpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(np)};
+}
+
+RunResult run_mpi(const std::vector<std::string>& args, int np = 2, double timeout = 180) {
+  SpawnOptions o;
+  o.launcher = mpirun(np);
+  return Child(args, o).finish(timeout);
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kMpirun, X_OK) != 0) GTEST_SKIP() << "needs mpirun: apt-get install openmpi-bin";
+  }
+  TempDir dir;
+};
+
+// A small run with dropout, 2 micro-batches per rank, and the given strategy flags.
+std::vector<std::string> run_args(const std::vector<std::string>& extra, const std::string& save,
+                                  const std::string& preset = "tiny") {
+  std::vector<std::string> a{"train", "--preset", preset, "--eval-every", "0", "--sample-tokens", "0", "--no-progress",
+                             "--steps", "3", "--micro-batch", "2", "--dropout", "0.1", "--quiet", "--save", save};
+  if (std::find(extra.begin(), extra.end(), "--plan") == extra.end()) a.insert(a.end(), {"--batch", "8"});
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+void expect_same_weights(const std::string& a, const std::string& b) {
+  const std::string x = slurp(a), y = slurp(b);
+  ASSERT_FALSE(x.empty());
+  EXPECT_TRUE(x == y) << a << " and " << b << " differ";
+}
+
+void check_exact(const TempDir& dir, const std::vector<std::string>& strategy, const std::string& preset = "tiny") {
+  const RunResult one = run_remat(run_args(strategy, dir / "one.safetensors", preset), "", 180);
+  ASSERT_EQ(one.exit_code, 0) << one.describe();
+  std::vector<std::string> emulated = strategy;
+  emulated.insert(emulated.end(), {"--ranks", "2"});
+  const RunResult emu = run_remat(run_args(emulated, dir / "emu.safetensors", preset), "", 180);
+  ASSERT_EQ(emu.exit_code, 0) << emu.describe();
+  const RunResult mpi = run_mpi(run_args(strategy, dir / "mpi.safetensors", preset));
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.describe();
+  std::vector<std::string> zero1 = strategy;
+  zero1.insert(zero1.end(), {"--zero", "1"});
+  const RunResult z1 = run_mpi(run_args(zero1, dir / "z1.safetensors", preset));
+  ASSERT_EQ(z1.exit_code, 0) << z1.describe();
+  expect_same_weights(dir / "emu.safetensors", dir / "mpi.safetensors");
+  expect_same_weights(dir / "mpi.safetensors", dir / "z1.safetensors");
+  // The same batches: the losses agree with one process to rounding, not to the bit (the sums differ
+  // in order), and the weights are not a copy of it.
+  EXPECT_NE(slurp(dir / "one.safetensors"), slurp(dir / "mpi.safetensors"));
+  // Rank 0 alone prints: one run header, and its whole step as predicted.
+  EXPECT_EQ(mpi.out.find("remat train:"), mpi.out.rfind("remat train:")) << mpi.out;
+  EXPECT_NE(mpi.out.find("as predicted to the byte"), std::string::npos) << mpi.out;
+  EXPECT_NE(z1.out.find("as predicted to the byte"), std::string::npos) << z1.out;
+}
+
+}  // namespace
+
+TEST_F(Mpi, Gpt2NoneIsBitIdenticalToOneProcessSummingRanks) { check_exact(dir, {"--recompute", "none"}); }
+TEST_F(Mpi, Gpt2BlockIsBitIdentical) { check_exact(dir, {"--recompute", "block", "--policy", "selective"}); }
+TEST_F(Mpi, Gpt2SqrtIsBitIdentical) { check_exact(dir, {"--layers", "4", "--recompute", "sqrt"}); }
+TEST_F(Mpi, LlamaBf16BlockIsBitIdentical) {
+  check_exact(dir, {"--precision", "bf16", "--recompute", "block"}, "llama-tiny");
+}
+TEST_F(Mpi, BudgetPlanIsBitIdentical) {
+  const RunResult p = run_remat({"plan", "--preset", "tiny", "--dropout", "0.1", "--batch", "4", "--micro-batch", "2", "--budget", "3.6MiB",
+                                 "--threads", "1", "--out", dir / "plan.json"});
+  ASSERT_EQ(p.exit_code, 0) << p.describe();
+  // A plan is one rank's: each of the 2 ranks runs its 4 sequences of the batch of 8 under it.
+  const std::vector<std::string> with_plan{"--plan", dir / "plan.json"};
+  const RunResult mpi = run_mpi(run_args(with_plan, dir / "mpi.safetensors"));
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.describe();
+  std::vector<std::string> emulated = with_plan;
+  emulated.insert(emulated.end(), {"--ranks", "2"});
+  const RunResult emu = run_remat(run_args(emulated, dir / "emu.safetensors"), "", 180);
+  ASSERT_EQ(emu.exit_code, 0) << emu.describe();
+  expect_same_weights(dir / "emu.safetensors", dir / "mpi.safetensors");
+}
+
+TEST_F(Mpi, ABatchThatDoesNotDivideStopsEveryRank) {
+  const RunResult r = run_mpi(tiny_train({"--steps", "2", "--batch", "6", "--micro-batch", "2"}));
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.err.find("--batch 6 does not divide over 2 ranks of --micro-batch 2"), std::string::npos) << r.err;
+}
+
+TEST_F(Mpi, RanksWithAnotherRunAreRefusedByField) {
+  SpawnOptions o;
+  o.launcher = {kMpirun, "--allow-run-as-root", "--oversubscribe", "-np", "1", REMAT_BINARY, "train", "--preset", "tiny",
+                "--steps", "2", "--batch", "4", "--seed", "1", "--eval-every", "0", "--sample-tokens", "0", "--no-progress",
+                ":", "-np", "1"};
+  const RunResult r = Child(tiny_train({"--steps", "2", "--batch", "4", "--seed", "2"}), o).finish(120);
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.err.find("rank 1 was started with another run than rank 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("seed"), std::string::npos) << r.err;
+}
+
+TEST_F(Mpi, ARankThatFailsAtStartStopsEveryRank) {
+  SpawnOptions o;
+  o.launcher = {kMpirun, "--allow-run-as-root", "--oversubscribe", "-np", "1", REMAT_BINARY, "train", "--preset", "tiny",
+                "--steps", "50", "--batch", "4", "--eval-every", "0", "--sample-tokens", "0", ":", "-np", "1"};
+  const RunResult r = Child(tiny_train({"--steps", "50", "--batch", "4", "--data", dir / "missing.txt"}), o).finish(120);
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(r.timed_out) << "a rank that fails must not leave the other waiting";
+  EXPECT_NE(r.err.find("missing.txt"), std::string::npos) << r.err;
+}
+
+TEST_F(Mpi, ZeroTwoAndThreeAreRefusedByName) {
+  for (const char* z : {"2", "3"}) {
+    const RunResult r = run_mpi(tiny_train({"--steps", "1", "--batch", "4", "--zero", z}));
+    EXPECT_NE(r.exit_code, 0) << r.describe();
+    EXPECT_NE(r.err.find(std::string("--zero ") + z + " is not supported"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(Mpi, ResumeContinuesBitIdenticallyAndAnotherCountIsRefused) {
+  // Uninterrupted, 4 steps on 2 ranks; then 2 steps on 2 ranks emulated by one process, resumed under
+  // mpirun for 2 more: the same weights.
+  const std::vector<std::string> base{"--batch", "4", "--micro-batch", "2", "--dropout", "0.1", "--quiet"};
+  auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = tiny_train(base);
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const RunResult full = run_mpi(args({"--steps", "4", "--save", dir / "full.safetensors"}));
+  ASSERT_EQ(full.exit_code, 0) << full.describe();
+  const RunResult half = run_remat(args({"--steps", "2", "--ranks", "2", "--save-dir", dir / "ck"}), "", 120);
+  ASSERT_EQ(half.exit_code, 0) << half.describe();
+  const RunResult rest = run_mpi(args({"--steps", "4", "--resume", dir / "ck", "--save", dir / "resumed.safetensors"}));
+  ASSERT_EQ(rest.exit_code, 0) << rest.describe();
+  expect_same_weights(dir / "full.safetensors", dir / "resumed.safetensors");
+  // A one-rank checkpoint under mpirun -np 2: refused by name, unless --ranks asks to reshard.
+  const RunResult one = run_remat(args({"--steps", "2", "--save-dir", dir / "ck1"}), "", 120);
+  ASSERT_EQ(one.exit_code, 0) << one.describe();
+  const RunResult refused = run_mpi(args({"--steps", "4", "--resume", dir / "ck1"}));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("was trained on 1 rank(s), and mpirun started 2 processes"), std::string::npos)
+      << refused.err;
+  const RunResult resharded = run_mpi(args({"--steps", "4", "--resume", dir / "ck1", "--ranks", "2", "--zero", "1"}));
+  EXPECT_EQ(resharded.exit_code, 0) << resharded.describe();
+}
