@@ -34,6 +34,7 @@ struct PlanFlags {
   bool frontier = false;  // every frontier plan, not a sample of them
   std::string out, svg, data, data_format = "auto";
   std::string calibration;
+  int64_t ranks = 1, zero = 0;
 };
 // "12.00 MiB (6.29 M elements, bf16)": one boundary |x| in bytes, elements and the residual stream's dtype.
 std::string boundary_text(size_t bytes, const ModelConfig& c) {
@@ -150,6 +151,9 @@ void add_plan(CLI::App& root) {
                                                  "made for this model, micro-batch, seq and thread count) instead of "
                                                  "FLOPs, and print each plan's calibrated step time");
   app->add_flag("--json", f.json, "JSON output");
+  app->add_option("--ranks", f.ranks, "Data-parallel ranks: also print the model state per rank under each ZeRO stage "
+                                      "(Rajbhandari et al. 2020's count beside remat's)");
+  app->add_option("--zero", f.zero, "With --ranks: the ZeRO stage to mark (0-3; remat trains 0 and 1)");
   app->callback([flags, app]() {
     PlanFlags& f = *flags;
     f.model.apply_threads();  // plan runs no kernel, but a bad --threads is still refused
@@ -174,6 +178,14 @@ void add_plan(CLI::App& root) {
     if (!f.strategies.empty() && f.model.attention_auto())
       throw Error("cli", "--attention auto lets the planner choose the kernel; --recompute prices fixed strategies",
                   "use --attention naive or flash with --recompute");
+    if (given("--ranks") && (f.ranks < 1 || f.ranks > 1000000))
+      throw Error("cli", "--ranks must be between 1 and 1000000, got " + std::to_string(f.ranks), "e.g. --ranks 8");
+    if (f.zero < 0 || f.zero > 3) throw Error("cli", "--zero must be 0, 1, 2 or 3, got " + std::to_string(f.zero), "e.g. --zero 1");
+    if (given("--zero") && !given("--ranks")) throw Error("cli", "--zero needs --ranks", "e.g. --ranks 8 --zero 1");
+    if (given("--ranks") && (budget || f.json))
+      throw Error("cli", std::string(budget ? "--budget" : "--json") + " with --ranks is not supported yet: plans are priced "
+                         "for one process (a rank's activations are the same; its model state is in the --ranks table)",
+                  "drop --ranks to plan one rank's step, or drop " + std::string(budget ? "--budget" : "--json"));
     // Before any work (core/io_policy.h). No - for stdout: the table goes there.
     IoPolicy().input(f.data, "--data").input(f.calibration, "--calibration").output(f.out, "--out").output(f.svg, "--svg").check();
     ModelConfig cfg = f.model.config();
@@ -338,6 +350,7 @@ void add_plan(CLI::App& root) {
       return;
     }
     print_terms(cands.problem.traces[0], *model, f.model.preset);
+    if (given("--ranks")) print_model_state_per_rank(cfg, int(f.ranks), int(f.zero));
     if (f.model.preset == "gpt3-175b") print_self_test_a(cands, target);
     std::printf("remat plan: %s; |x| = %s; candidates per block: %s%s\n", title.c_str(),
                 boundary_text(cands.problem.traces[0].boundary_bytes, cands.cfg).c_str(), [&] {

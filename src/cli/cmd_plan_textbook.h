@@ -19,3 +19,9 @@ void print_terms(const planner::StepTrace& tr, const Model& model, const std::st
 void print_self_test_a(const Candidates& c, const PlanTarget& t);
 
 }  // namespace remat::cli
+
+namespace remat::cli {
+// With --ranks N: the model state per rank under each ZeRO stage, Rajbhandari et al.'s (2020)
+// accounting beside remat's dry run, and why they differ (cmd_plan_zero.cpp).
+void print_model_state_per_rank(const ModelConfig& cfg, int ranks, int zero);
+}  // namespace remat::cli

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "model/sample.h"
 #include "model/weights.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_state.h"
 
 namespace remat::cli {
@@ -24,7 +25,7 @@ namespace remat::cli {
 namespace {
 
 struct SampleFlags {
-  std::string init_from, prompt, prompt_tokens;
+  std::string init_from, prompt, prompt_tokens, tokenizer;
   SampleOptions so;
   uint64_t seed = 1337;
   int64_t heads = 0;
@@ -72,8 +73,11 @@ void add_sample(CLI::App& root) {
                   "(config.json + weights), or a training checkpoint (a --save-dir: its newest step folder, or "
                   "one step-NNNNNN folder) (required)");
   app->add_option("--prompt", f.prompt,
-                  "Text to continue, for byte-level models (vocabulary <= 256): its bytes are the tokens "
-                  "(default: a newline)");
+                  "Text to continue, encoded with the model's tokenizer (its folder's, or --tokenizer), or as bytes "
+                  "for a byte-level model (default: a newline)");
+  app->add_option("--tokenizer", f.tokenizer,
+                  "Encode the prompt and decode the output with this tokenizer: a model folder or a tokenizer file, "
+                  "or 'bytes' (default: the --init-from folder's own tokenizer, if it has one)");
   app->add_option("--prompt-tokens", f.prompt_tokens,
                   "The prompt as comma-separated token ids (1,2,3), for any vocabulary; required for models "
                   "that are not byte-level (remat has no tokenizer)");
@@ -122,18 +126,46 @@ void add_sample(CLI::App& root) {
                   "drop --heads: it is only for a LLaMA .safetensors file without config.json");
     cfg.dropout = 0;
     check_sample_options(f.so, cfg.V);
-    const bool bytes = byte_level(cfg);
+    // The model's own tokenizer (its folder's), or --tokenizer; --tokenizer bytes reads bytes.
+    std::unique_ptr<tok::Tokenizer> tokenizer;
+    const bool tokenizer_given = app->get_option("--tokenizer")->count() > 0;
+    if (tokenizer_given && f.tokenizer.empty())
+      throw Error("cli", "--tokenizer is empty", "give a model folder or tokenizer file, or 'bytes'");
+    if (tokenizer_given && f.tokenizer != "bytes") {
+      tokenizer = tok::load_tokenizer(f.tokenizer);
+    } else if (!tokenizer_given && !byte_level(cfg)) {
+      if (const std::optional<std::string> t = tok::model_tokenizer(f.init_from)) tokenizer = tok::load_tokenizer(*t);
+    }
+    if (tokenizer) {
+      tok::check_fits(*tokenizer, cfg.V);
+      f.so.vocab = tokenizer->vocab_size();  // ids the tokenizer can decode
+    }
+    if (tokenizer && !id_prompt) {
+      const std::string text = text_prompt ? f.prompt : std::string("\n");
+      if (text.empty())
+        throw Error("cli", "--prompt is empty", "give some text to continue, e.g. --prompt 'ROMEO:'");
+      const std::vector<int32_t> ids = tokenizer->encode(text);
+      if (!ids.empty()) f.prompt_tokens = [&] {
+        std::string list;
+        for (int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+        return list;
+      }();
+    }
+    const bool bytes = byte_level(cfg) && !tokenizer;
 
     std::vector<int32_t> prompt;
-    if (id_prompt) {
+    if (tokenizer && !id_prompt && f.prompt_tokens.empty())
+      prompt = {tokenizer->document_start().value_or(0)};  // a text the tokenizer gives no ids for
+    else if (id_prompt || tokenizer) {
       prompt = parse_token_list(f.prompt_tokens, cfg.V);
     } else {
       if (!bytes)
         throw Error("cli",
                     "'" + printable(f.init_from) + "' has a vocabulary of " + std::to_string(cfg.V) +
-                        " tokens, not bytes; remat has no tokenizer for it" +
+                        " tokens, not bytes, and no tokenizer came with it" +
                         (text_prompt ? ", so it cannot read --prompt" : ""),
-                    "give the prompt as token ids, e.g. --prompt-tokens 1,2,3 (the output is token ids too)");
+                    "give its tokenizer with --tokenizer FILE_OR_FOLDER, or the prompt as token ids, e.g. "
+                    "--prompt-tokens 1,2,3 (the output is token ids too)");
       const std::string text = text_prompt ? f.prompt : std::string("\n");
       if (text.empty())
         throw Error("cli", "--prompt is empty", "give some text to continue, e.g. --prompt 'ROMEO:' (or leave "
@@ -158,7 +190,12 @@ void add_sample(CLI::App& root) {
     load_weights(*model, f.init_from);
 
     // The prompt as it was given, then each token as it is drawn.
-    if (bytes && !id_prompt) {
+    std::vector<int32_t> drawn = prompt;  // with a tokenizer: the text so far, decoded whole each time
+    std::string shown;
+    if (tokenizer) {
+      shown = tokenizer->decode(drawn);
+      std::fwrite(shown.data(), 1, shown.size(), stdout);
+    } else if (bytes && !id_prompt) {
       std::fwrite(f.prompt.data(), 1, text_prompt ? f.prompt.size() : 0, stdout);
       if (!text_prompt) std::fputc('\n', stdout);
     } else if (bytes) {
@@ -169,7 +206,14 @@ void add_sample(CLI::App& root) {
     std::fflush(stdout);
     ByteText text;
     generate(*model, prompt, f.so, [&](int32_t tok) {
-      if (bytes)
+      if (tokenizer) {  // a token may end inside a character, or change how the text before it reads
+        drawn.push_back(tok);
+        const std::string t = tokenizer->decode(drawn);
+        if (t.size() > shown.size() && t.compare(0, shown.size(), shown) == 0) {
+          std::fwrite(t.data() + shown.size(), 1, t.size() - shown.size(), stdout);
+          shown = t;
+        }
+      } else if (bytes)
         std::fputs(text.push(tok).c_str(), stdout);
       else
         std::printf(" %d", tok);

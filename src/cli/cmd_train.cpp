@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "core/io_policy.h"
 #include "dist/comm.h"
+#include "tokenizer/tokenizer.h"
+#include "model/sample.h"
 #include "model/weights.h"
 #include "planner/budget.h"
 #include "train/run_data.h"
@@ -32,6 +34,7 @@ void check_outputs(const TrainOptions& o, const std::string& report_json, const 
       .input(o.data, "--data")
       .input(o.val_data, "--val-data")
       .input(o.init_from, "--init-from", In::Model)
+      .input(o.tokenizer, "--tokenizer", In::Model)
       .input(plan, "--plan")
       .input(calibration, "--calibration")
       .input(o.resume, "--resume", In::Checkpoint)
@@ -148,11 +151,18 @@ void add_train(CLI::App& root) {
   app->add_option("--resume", f.o.resume, "Continue a run from its --save-dir (the newest checkpoint) or a "
                                           "step-NNNNNN folder, bit-identically; model and training flags come "
                                           "from the checkpoint (--steps may be raised)");
+  app->add_option("--tokenizer", f.o.tokenizer,
+                  "Text data through this tokenizer: a model folder or a tokenizer file (tokenizer.json, vocab.json + "
+                  "merges.txt, tokenizer.model), or 'bytes' (default: the --init-from folder's own tokenizer for a "
+                  "model that is not byte-level, else bytes); the end-of-run sample is decoded with it");
   app->add_option("--ranks", f.o.ranks, "Data-parallel ranks the batch is split over. Under mpirun: the process count "
                                         "(the default there). Without mpirun: this process runs every rank's "
                                         "micro-batches and sums their gradients in rank order, bit-identical to mpirun -np N");
   app->add_option("--zero", f.o.zero, "ZeRO stage (Rajbhandari et al. 2020): 0 replicates AdamW's state on every rank, "
                                       "1 shards it over the ranks (2 and 3 are not supported yet)");
+  app->add_flag("--no-overlap", [&f](int64_t) { f.o.overlap_reduction = false; },
+                "With ranks: start every gradient reduction after the whole backward instead of as each block's "
+                "backward ends (a benchmark of how much communication the backward hides)");
   app->add_flag("--skip-nonfinite", f.o.skip_nonfinite, "Skip (and count) a step whose loss or gradient norm is "
                                                         "NaN or infinite instead of stopping the run");
   app->callback([flags, app]() {
@@ -215,6 +225,10 @@ void add_train(CLI::App& root) {
       f.o.model = f.o.init_from.empty() ? f.model.config() : f.model.config_for_file(f.o.init_from);
       f.o.seq = f.model.seq(f.o.model);
     }
+    // A model that came with a tokenizer reads text through it (unless --tokenizer says otherwise).
+    if (!given("--tokenizer") && f.o.resume.empty() && !byte_level(f.o.model))
+      if (const std::optional<std::string> t = tok::model_tokenizer(f.o.init_from)) f.o.tokenizer = *t;
+    if (f.o.tokenizer == "bytes") f.o.tokenizer.clear();
     // Fail now, not after the whole run, when an output cannot be written; and before the data is
     // read (a FIFO would block), which --budget's planning does.
     check_outputs(f.o, f.report_json, f.plan, given("--calibration") ? app->get_option("--calibration")->as<std::string>() : "");

@@ -9,6 +9,7 @@
 #include "cli/cmd_train.h"
 #include "core/error.h"
 #include "dist/comm.h"
+#include "tokenizer/tokenizer.h"
 #include "planner/budget.h"
 #include "train/run_data.h"
 #include "train/run_state.h"
@@ -88,6 +89,9 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   check("--seed", o.seed, ck.seed);
   check("--data-format", o.data_format, ck.data_format);
   check("--val-fraction", o.val_fraction, ck.val_fraction);
+  if (given("--tokenizer") && !(tok::is_bytes(o.tokenizer) && tok::is_bytes(ck.tokenizer)) &&
+      fs::weakly_canonical(fs::absolute(o.tokenizer)) != fs::path(ck.tokenizer))
+    differs("--tokenizer", "'" + o.tokenizer + "'", ck.tokenizer.empty() ? "bytes" : "'" + ck.tokenizer + "'");
   // The data: a version 3 checkpoint records its content, which the trainer checks, so --data and
   // --val-data may name the same data where it is now (moved, copied). Older checkpoints recorded
   // only the path: the file must be that one.

@@ -1,6 +1,7 @@
 #include "dist/data_parallel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -88,7 +89,7 @@ void DataParallel::progress() {
 }
 
 void DataParallel::after_action(const Action& a) {
-  if (emulated_ || micro_ != p_.accum - 1) return;  // the step's last micro-batch completes the gradients
+  if (emulated_ || !p_.overlap || micro_ != p_.accum - 1) return;  // the last micro-batch completes the gradients
   if (a.kind == Action::Kind::Backward) start(*buckets_[size_t(a.block)]);
   progress();
 }
@@ -118,6 +119,7 @@ void DataParallel::after_backward() {
     for (size_t i = 0; i < params.size(); ++i) std::copy(sum_[i].data(), sum_[i].data() + sum_[i].numel(), params[i].grad.data());
     return;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto& b : buckets_)
     if (!b->started) start(*b);
   if (!shape_only()) {
@@ -127,6 +129,7 @@ void DataParallel::after_backward() {
     for (auto& b : buckets_)
       for (Pending& x : b->gather) x.wait();
   }
+  wait_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& b : buckets_) {  // the receive buffers end here, at the same point in every run
     b->recv.clear();
     b->a2a.clear();

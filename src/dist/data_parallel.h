@@ -30,6 +30,9 @@ struct Parallelism {
   int ranks = 1;  // the data-parallel ranks (mpirun's processes, or emulated in one process)
   int zero = 0;   // 0: replicated optimizer state; 1: sharded
   int64_t accum = 1;  // micro-batches per rank per step
+  // Start each block's reduction when its backward ends (false: every reduction after the backward,
+  // for benchmarks of how much of the communication the backward hides).
+  bool overlap = true;
 };
 
 class DataParallel : public StepExtension {
@@ -54,6 +57,9 @@ class DataParallel : public StepExtension {
   // The global gradient norm: the sum of squares of each parameter's chunks, in parameter then rank
   // order, the same bits on every rank and for either stage.
   double grad_norm() const;
+  // Wall seconds the last step waited for reductions after its backward: the communication the
+  // backward did not hide.
+  double last_wait_s() const { return wait_s_; }
   // Every rank's loss sum, summed in rank order.
   double loss_sum() const;
   // ZeRO-1: the full moments on rank 0 (for a checkpoint; empty elsewhere), and a checkpoint's full
@@ -74,6 +80,7 @@ class DataParallel : public StepExtension {
   std::vector<double> losses_;                    // per local rank
   int micro_ = 0;                                 // micro-batches done in this rank's step
   bool emulated_ = false;
+  double wait_s_ = 0;
 };
 
 }  // namespace remat::dist

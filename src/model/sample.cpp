@@ -102,7 +102,9 @@ std::vector<int32_t> generate(const Model& model, std::span<const int32_t> promp
     signal_point("sample");
     if (o.stop && o.stop->load() != 0) break;
     const std::vector<float> row = next_logits(model, ctx);
-    const int32_t tok = pick_token(row, o.temperature, o.top_k, gen);
+    const size_t drawable = o.vocab > 0 && o.vocab < V ? size_t(o.vocab) : row.size();
+    const int32_t tok = pick_token(std::span<const float>(row).first(drawable), o.temperature,
+                                   std::min<int64_t>(o.top_k, int64_t(drawable)), gen);
     ctx.push_back(tok);
     if (on_token) on_token(tok);
   }

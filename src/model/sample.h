@@ -20,6 +20,9 @@ struct SampleOptions {
   double temperature = 1.0;  // >= 0; 0 = greedy (argmax)
   int64_t top_k = 0;         // 0 = the whole vocabulary; else 1 .. V
   uint64_t seed = 0;         // the draws are a pure function of the seed (same seed, same output)
+  // > 0: draw only among the first `vocab` ids (a tokenizer's, for an embedding padded beyond it, as
+  // llm.c pads GPT-2's 50,257 to 50,304); 0: every id of the model.
+  int64_t vocab = 0;
   // Polled before each token: non-zero ends the generation there, with the tokens drawn so far.
   const std::atomic<int>* stop = nullptr;
 };

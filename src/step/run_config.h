@@ -25,6 +25,9 @@ struct RunConfig {
   std::string val_data;              // "" = validate on the last val_fraction of `data`; else this file
   double val_fraction = 0.1;         // 0 < f < 1, without val_data
   int64_t random_tokens = 0;         // > 0: ignore `data`, use this many uniform random tokens (benchmarks)
+  // (v3) Text data (and the end-of-run sample) through this tokenizer (tokenizer/tokenizer.h: a model
+  // folder or a tokenizer file); "" reads text byte by byte.
+  std::string tokenizer;
 
   // The batch.
   int64_t steps = 200;
@@ -68,7 +71,7 @@ struct RunConfig {
   static void fields(S& s, V&& v) {
     v("model", s.model);
     v("data", s.data), v("data_format", s.data_format), v("val_data", s.val_data), v("val_fraction", s.val_fraction);
-    v("random_tokens", s.random_tokens);
+    v("random_tokens", s.random_tokens), v("tokenizer", s.tokenizer);
     v("steps", s.steps), v("batch", s.batch), v("micro_batch", s.micro_batch), v("seq", s.seq);
     v("lr", s.lr), v("min_lr_ratio", s.min_lr_ratio), v("weight_decay", s.weight_decay), v("beta1", s.beta1);
     v("beta2", s.beta2), v("eps", s.eps), v("warmup", s.warmup), v("lr_decay_steps", s.lr_decay_steps);

@@ -75,6 +75,19 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
               "SentencePiece .model files");
 }
 
+std::optional<std::string> model_tokenizer(const std::string& model_path) {
+  if (model_path.empty()) return std::nullopt;
+  std::error_code ec;
+  fs::path dir(model_path);
+  if (!fs::is_directory(dir, ec)) dir = dir.parent_path();
+  if (dir.empty()) dir = ".";
+  for (const char* f : {"tokenizer.json", "vocab.json", "encoder.json", "tokenizer.model"})
+    if (is_file(dir / f)) return dir.string();
+  return std::nullopt;
+}
+
+bool is_bytes(const std::string& spec) { return spec.empty() || spec == "bytes"; }
+
 void check_fits(const Tokenizer& t, int64_t model_vocab) {
   if (t.vocab_size() > model_vocab)
     throw Error(kC, "the tokenizer " + t.name() + " has more tokens than the model's embedding has rows (" +

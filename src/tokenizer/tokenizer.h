@@ -46,6 +46,14 @@ std::unique_ptr<Tokenizer> bytes_tokenizer();
 // file and what is wrong: missing, malformed, unsupported.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
 
+// The tokenizer that came with a model: the folder `model_path` (or the folder of the file
+// `model_path`) when it holds tokenizer.json, vocab.json + merges.txt, encoder.json + vocab.bpe or
+// tokenizer.model; else nullopt.
+std::optional<std::string> model_tokenizer(const std::string& model_path);
+
+// Text through a tokenizer, for a run's data or a prompt: "" or "bytes" is byte-level (no tokenizer).
+bool is_bytes(const std::string& spec);
+
 // Throws remat::Error("tokenizer") when the tokenizer's ids do not fit a model's embedding of
 // `model_vocab` rows.
 void check_fits(const Tokenizer& t, int64_t model_vocab);

@@ -8,9 +8,28 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/text.h"
+#include "tokenizer/tokenizer.h"
 #include "train/trainer.h"
 
 namespace remat {
+
+namespace {
+// Byte-level text (a text file or the built-in corpus) through `t`: its ids, as token data.
+data::TokenDataset tokenized(const data::TokenDataset& text, const tok::Tokenizer& t) {
+  std::string bytes(text.size(), '\0');
+  for (size_t i = 0; i < text.size(); ++i) bytes[i] = char(text[i]);
+  std::vector<uint32_t> ids;
+  {
+    std::vector<int32_t> out;
+    t.encode(bytes, out);
+    ids.assign(out.begin(), out.end());
+  }
+  return data::TokenDataset::from_tokens(ids, text.description() + " through " + t.name() + ": " +
+                                                  with_commas(ids.size()) + " tokens",
+                                         false);
+}
+}  // namespace
 
 // (train, validation): the last val_fraction of the data validates (views of one mapping), or, with
 // val_data, all of the data trains and val_data validates.
@@ -24,6 +43,12 @@ std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions&
   } else {
     all = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
   }
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  if (!tok::is_bytes(o.tokenizer) && o.random_tokens == 0) {
+    tokenizer = tok::load_tokenizer(o.tokenizer);
+    tok::check_fits(*tokenizer, o.model.V);
+    if (all.byte_level()) all = tokenized(all, *tokenizer);
+  }
   all.check_vocab(o.model.V);
   if (o.val_data.empty() || o.random_tokens > 0) return all.split(o.val_fraction, T);
 
@@ -36,6 +61,7 @@ std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions&
     throw Error("data", "--val-data '" + o.val_data + "' is the training data file '" + o.data + "'",
                 "give held-out data (nanoGPT's val.bin), or omit --val-data to split off the last --val-fraction");
   data::TokenDataset val = data::TokenDataset::load(o.val_data, data::parse_format(o.data_format));
+  if (tokenizer && val.byte_level()) val = tokenized(val, *tokenizer);
   if (val.byte_level() != all.byte_level())
     throw Error("data",
                 "--val-data " + val.description() + " is " + (val.byte_level() ? "byte-level text" : "token ids") +

@@ -117,13 +117,17 @@ TrainSummary Trainer::run() {
       val_field = ", \"val_loss\": ";
       val_field += json_num(vl, "%.6f", &nonfinite);
     }
+    auto reduce_wait = [&] {  // under data parallelism: the reduction the backward did not hide
+      const std::optional<double> w = last_reduce_wait_s();
+      return w ? ", \"reduce_wait_s\": " + json_num(*w, "%.6f", &nonfinite) : std::string();
+    };
     char line[512];
     const std::string tps = json_num(tok_s, "%.1f", &nonfinite);
     std::snprintf(line, sizeof line,
                   "{\"step\": %lld, \"loss\": %.6f%s, \"lr\": %.6g, \"grad_norm\": %.6g, \"tokens_per_s\": %s, "
-                  "\"peak_activation_bytes\": %zu%s}",
+                  "\"peak_activation_bytes\": %zu%s%s}",
                   (long long)(st + 1), loss, val_field.c_str(), lr_at(st), s.last_norm, tps.c_str(),
-                  m.peak_activation, nonfinite ? ", \"nonfinite\": true" : "");
+                  m.peak_activation, reduce_wait().c_str(), nonfinite ? ", \"nonfinite\": true" : "");
     metrics.line(line);
     // Progress on stderr: on a terminal one line rewritten every step; otherwise (a log file, a pipe)
     // a line at each evaluation and at least every progress_every seconds. Both show the elapsed

@@ -121,6 +121,7 @@ nlohmann::json run_config_json(const RunConfig& o) {
   RunConfig c = o;
   c.data = absolute_path(o.data);
   c.val_data = absolute_path(o.val_data);
+  if (o.tokenizer != "bytes") c.tokenizer = absolute_path(o.tokenizer);
   return record::to_json(c);
 }
 
@@ -141,10 +142,11 @@ RunConfig run_config_from_json(const nlohmann::json& options, int version, const
         }
   }
   if (version <= 3 && j.is_object()) {
-    // Versions up to 3 ran in one process: one rank, no sharding.
+    // Versions up to 3 ran in one process (one rank, no sharding) and read text as bytes.
     const RunConfig d;
-    for (const char* key : {"ranks", "zero"})
-      if (!j.contains(key)) j[key] = key == std::string("ranks") ? d.ranks : d.zero;
+    const nlohmann::json now = record::to_json(d);
+    for (const char* key : {"ranks", "zero", "tokenizer"})
+      if (!j.contains(key)) j[key] = now[key];
   }
   RunConfig c;
   try {

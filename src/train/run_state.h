@@ -33,7 +33,7 @@
 
 namespace remat {
 
-constexpr int kCheckpointVersion = 4;  // 4: the options record ranks and zero
+constexpr int kCheckpointVersion = 4;  // 4: the options record ranks, zero and tokenizer
 
 class SaveDir;
 

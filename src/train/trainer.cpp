@@ -166,6 +166,7 @@ Trainer::Trainer(const TrainOptions& o) {
   if (!o.resume.empty() && !o.data.empty() && o.random_tokens == 0 && !std::filesystem::exists(o.data))
     throw Error("checkpoint", "the data the checkpoint trained on, " + quote_name(o.data) + ", is gone",
                 "give --data with the file's new path; its content is checked against the checkpoint's record");
+  if (!tok::is_bytes(o.tokenizer)) s.tokenizer = tok::load_tokenizer(o.tokenizer);
   auto [tr, va] = load_split(o, T);
   if (o.val_data.empty() || o.random_tokens > 0) {
     std::string n = std::to_string(va.size());
@@ -184,7 +185,7 @@ Trainer::Trainer(const TrainOptions& o) {
   s.data_bytes = s.train_data.buffer_bytes() +
                  (o.val_data.empty() || o.random_tokens > 0 ? 0 : s.val_data.buffer_bytes());
   s.rank_accum = s.accum / o.ranks;
-  if (o.ranks > 1) s.dp = std::make_unique<dist::DataParallel>(*s.model, world, dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum});
+  if (o.ranks > 1) s.dp = std::make_unique<dist::DataParallel>(*s.model, world, dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum, o.overlap_reduction});
   const Shard shard = s.dp ? s.dp->shard() : Shard{};
   make_adamw_moments(*s.model, &s.m, &s.v, shard);
   s.batch = std::make_unique<BatchBuffers>(micro, T);
@@ -243,6 +244,9 @@ Trainer::Trainer(const TrainOptions& o) {
 
 int64_t Trainer::start_step() const { return impl_->start_step; }
 double Trainer::last_grad_norm() const { return impl_->last_norm; }
+std::optional<double> Trainer::last_reduce_wait_s() const {
+  return impl_->dp ? std::optional<double>(impl_->dp->last_wait_s()) : std::nullopt;
+}
 bool Trainer::last_step_finite() const { return impl_->last_finite; }
 
 std::string Trainer::save_checkpoint(int64_t step) {
@@ -356,10 +360,10 @@ StepMemory Trainer::predicted_memory() const {
   // This rank's step: its micro-batches (every rank's, when it emulates them) with the reduction's
   // buffers, made by the same code inside the dry run.
   Model& model = *s.model;
-  const RunConfig& o = s.opt;
+  const TrainOptions& o = s.opt;
   so.make_extension = [&model, &o, &s]() -> std::unique_ptr<StepExtension> {
     return std::make_unique<dist::DataParallel>(model, dist::Comm::world(),
-                                                dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum});
+                                                dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum, o.overlap_reduction});
   };
   return dry_run_step(s.opt.model, s.micro, s.T, s.rank_accum * s.dp->local_ranks(), so, s.data_bytes);
 }
@@ -448,8 +452,15 @@ std::string Trainer::sample(int64_t tokens, uint64_t seed) {
   so.tokens = tokens;
   so.seed = seed;
   so.stop = impl_->opt.stop;
-  const std::vector<int32_t> prompt{model.config().V > '\n' ? int32_t('\n') : 0};
+  const tok::Tokenizer* t = impl_->tokenizer.get();
+  std::vector<int32_t> prompt{model.config().V > '\n' ? int32_t('\n') : 0};
+  if (t) {  // the model's own tokenizer: its newline, or its document start
+    so.vocab = t->vocab_size();
+    prompt = t->encode("\n");
+    if (prompt.empty()) prompt = {t->document_start().value_or(0)};
+  }
   const std::vector<int32_t> out = generate(model, prompt, so);
+  if (t) return t->decode(out);
   // A byte-level model prints text, whatever its training data was (a token file too).
   if (byte_level(model.config())) return bytes_text(out);
   std::string ids;  // token ids: remat has no tokenizer for non-byte vocabularies

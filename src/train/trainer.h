@@ -39,6 +39,9 @@ struct TrainOptions : RunConfig {
   // (besides the eval lines); 0 = every step. On a terminal the line is rewritten every step.
   double progress_every = 10;
   bool quiet = false;
+  // Data parallelism: start each block's gradient reduction as its backward ends (false: after the
+  // whole backward; a benchmark's switch, no bit changes).
+  bool overlap_reduction = true;
   autograd::OpProfile* profile = nullptr;  // per-op wall time of every step, if set
 
   // Runs that survive (run_state.h).
@@ -89,6 +92,9 @@ class Trainer {
   // `m` gets the whole step's peaks (every micro-batch and the optimizer update).
   float step(int64_t step, StepMeasure* m);
   double last_grad_norm() const;
+  // Under data parallelism, the seconds the last step waited for gradient reductions after its
+  // backward (what the backward did not hide); nullopt in one process.
+  std::optional<double> last_reduce_wait_s() const;
   bool last_step_finite() const;
   // The first step run() runs: the checkpoint's step when resumed, else 0.
   int64_t start_step() const;

@@ -7,6 +7,7 @@
 
 #include "data/dataset.h"
 #include "dist/data_parallel.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_state.h"
 #include "train/save_dir.h"
 #include "train/trainer.h"
@@ -35,6 +36,7 @@ struct Trainer::Impl {
   // Data parallelism (--ranks > 1): the reduction of gradients over ranks and ZeRO-1's shards.
   std::unique_ptr<dist::DataParallel> dp;
   int64_t rank_accum = 1;
+  std::unique_ptr<tok::Tokenizer> tokenizer;  // RunConfig::tokenizer's, when not bytes
   // Under mpirun: the signals' flag (TrainOptions::stop), and what every rank agreed on at the last
   // step boundary, which opt.stop then points to.
   const std::atomic<int>* signal_stop = nullptr;

@@ -160,3 +160,15 @@ TEST_F(Mpi, ResumeContinuesBitIdenticallyAndAnotherCountIsRefused) {
   const RunResult resharded = run_mpi(args({"--steps", "4", "--resume", dir / "ck1", "--ranks", "2", "--zero", "1"}));
   EXPECT_EQ(resharded.exit_code, 0) << resharded.describe();
 }
+
+TEST(PlanRanks, PrintsTheModelStatePerRankBesideThePapers) {
+  const RunResult r = run_remat({"plan", "--preset", "gpt2", "--layers", "36", "--channels", "4096", "--heads", "32",
+                                 "--ranks", "64", "--zero", "1", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  for (const char* s : {"model state per rank over 64 ranks", "119.4 GB   119.4 GB", "31.2 GB   60.6 GB", "16.6 GB   not supported",
+                        "1.9 GB   not supported", "<- --zero", "why they differ"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  const RunResult b = run_remat({"plan", "--preset", "tiny", "--ranks", "2", "--budget", "4MiB"});
+  EXPECT_EQ(b.exit_code, 1) << b.describe();
+  EXPECT_NE(b.err.find("--budget with --ranks is not supported yet"), std::string::npos) << b.err;
+}

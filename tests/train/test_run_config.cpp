@@ -206,6 +206,7 @@ RunConfig rich_run() {
   r.val_data = "/data/val.bin";
   r.val_fraction = 0.25;
   r.random_tokens = 5000;
+  r.tokenizer = "/models/gpt2";
   r.steps = 40;
   r.batch = 6;
   r.micro_batch = 3;

@@ -1,0 +1,28 @@
+// Model state per rank under data parallelism: ZeRO's published accounting (Rajbhandari et al. 2020,
+// section 3 and Figure 1) beside remat's own, from a dry run of what its trainer allocates.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "model/model.h"
+
+namespace remat::planner {
+
+// Bytes per device of ZeRO's mixed-precision Adam: fp16 parameters and gradients (2 + 2 bytes each)
+// and K bytes of optimizer state (fp32 master weights, momentum and variance: K = 12), for `psi`
+// parameters over `ranks` devices. Stage 0: (2 + 2 + K) psi; 1 (P_os): 4 psi + K psi / N; 2
+// (P_os+g): 2 psi + (2 + K) psi / N; 3 (P_os+g+p): (2 + 2 + K) psi / N.
+double zero_paper_bytes(double psi, int ranks, int stage, double K = 12);
+
+// What remat's trainer holds per rank for the model (a dry run of the model and AdamW's moments, the
+// rank with the largest chunks): fp32 master parameters (and, in bf16, a bf16 copy of each matrix),
+// fp32 gradients, and AdamW's two fp32 moments, sharded under stage 1. Stages 2 and 3: nullopt (not
+// supported by remat yet).
+struct RankModelState {
+  size_t parameters = 0, gradients = 0, optimizer = 0;
+  size_t total() const { return parameters + gradients + optimizer; }
+};
+std::optional<RankModelState> remat_model_state(const ModelConfig& cfg, int ranks, int stage);
+
+}  // namespace remat::planner

@@ -1,0 +1,43 @@
+// Model state per rank: ZeRO's published accounting (Rajbhandari et al. 2020, Figure 1) and remat's
+// own dry run of its trainer's parameters, gradients and AdamW moments under --zero 0 and 1.
+#include <gtest/gtest.h>
+
+#include "planner/planner.h"
+#include "planner/zero.h"
+
+using namespace remat;
+
+TEST(ZeroAccounting, ReproducesFigureOneOfThePaper) {
+  // 7.5B parameters on 64 devices, K = 12: 120 GB, 31.4 GB, 16.6 GB and 1.9 GB per device.
+  const double psi = 7.5e9;
+  EXPECT_NEAR(planner::zero_paper_bytes(psi, 64, 0) / 1e9, 120.0, 0.05);
+  EXPECT_NEAR(planner::zero_paper_bytes(psi, 64, 1) / 1e9, 31.4, 0.05);
+  EXPECT_NEAR(planner::zero_paper_bytes(psi, 64, 2) / 1e9, 16.6, 0.05);
+  EXPECT_NEAR(planner::zero_paper_bytes(psi, 64, 3) / 1e9, 1.9, 0.05);
+}
+
+TEST(ZeroAccounting, RematShardsAdamWsMomentsOneNth) {
+  ModelConfig c = preset("tiny");
+  const int64_t psi = planner::shape_only_model(c)->num_params();
+  const auto whole = planner::remat_model_state(c, 4, 0);
+  ASSERT_TRUE(whole);
+  // fp32: a master parameter, a gradient and two moments, 4 bytes each.
+  EXPECT_EQ(whole->parameters, size_t(4 * psi));
+  EXPECT_EQ(whole->gradients, size_t(4 * psi));
+  EXPECT_EQ(whole->optimizer, size_t(8 * psi));
+  const auto sharded = planner::remat_model_state(c, 4, 1);
+  ASSERT_TRUE(sharded);
+  EXPECT_EQ(sharded->parameters, whole->parameters);
+  EXPECT_EQ(sharded->gradients, whole->gradients);
+  // The largest rank's chunks: a quarter, plus at most one element per tensor for the rounding.
+  EXPECT_GE(sharded->optimizer, whole->optimizer / 4);
+  EXPECT_LE(sharded->optimizer, whole->optimizer / 4 + 8 * 64);
+  EXPECT_FALSE(planner::remat_model_state(c, 4, 2));
+  EXPECT_FALSE(planner::remat_model_state(c, 4, 3));
+  // bf16: a bf16 copy of each matrix beside its fp32 master.
+  c.precision = DType::BF16;
+  const auto bf16 = planner::remat_model_state(c, 4, 0);
+  ASSERT_TRUE(bf16);
+  EXPECT_GT(bf16->parameters, whole->parameters);
+  EXPECT_LT(bf16->parameters, whole->parameters + size_t(2 * psi));
+}
