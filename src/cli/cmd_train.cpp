@@ -289,9 +289,11 @@ void add_train(CLI::App& root) {
     std::printf("%s", f.o.quiet ? (report_headline(ri) + "\n").c_str() : memory_report(ri).c_str());
     if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
     {
-      const int64_t micro = f.o.micro_batch > 0 ? f.o.micro_batch : f.o.batch;
-      const PlanTarget target{f.o.model, f.o.batch, micro, t.seq(), data_bytes_for(f.o), false, std::nullopt};
-      std::printf("%s", plain_summary(ri, target).c_str());
+      // One rank's step (its share of the batch); the budget planner plans one process, so with ranks
+      // it is not suggested.
+      const int64_t rank_batch = f.o.batch / f.o.ranks;
+      const PlanTarget target{f.o.model, rank_batch, t.micro_batch(), t.seq(), data_bytes_for(f.o), false, std::nullopt};
+      std::printf("%s", plain_summary(ri, target, f.o.ranks == 1).c_str());
     }
     if (!f.report_json.empty()) {  // last: with --report-json -, the JSON ends stdout
       nlohmann::json j = report_json(ri);

@@ -23,7 +23,7 @@ std::string percent(double ratio) {
 
 }  // namespace
 
-std::string plain_summary(const ReportInput& in, const PlanTarget& t) {
+std::string plain_summary(const ReportInput& in, const PlanTarget& t, bool planner_line) {
   const Candidates c = make_candidates(t.cfg, t.micro, t.T);
   const int L = int(t.cfg.L);
   const StepPlan all = price_strategy(c, parse_strategy("none", L, false), "none", t);
@@ -47,6 +47,7 @@ std::string plain_summary(const ReportInput& in, const PlanTarget& t) {
          (pred == meas ? ", as predicted to the byte" : ", predicted " + mib(pred));
   }
   r += ".\n";
+  if (!planner_line) return r;
   // A budget to show the planner at work: for store-everything a quarter less than its whole step;
   // for a run that saves memory, half way between its whole step and store-everything's.
   const size_t whole = in.measure.whole_step ? in.measure.whole_step->peak_total : in.measure.peak_total;

@@ -13,6 +13,6 @@ namespace remat {
 //   for +6.1% step time (measured); its whole step peaked at 27.2 MiB, as predicted to the byte.
 //   with less memory: under --budget 20MiB (the whole step), the planner would run 4 checkpoints, ...
 // `t` is the run's model, batch and data, for the plan. Nothing here trains or measures.
-std::string plain_summary(const ReportInput& in, const PlanTarget& t);
+std::string plain_summary(const ReportInput& in, const PlanTarget& t, bool planner_line = true);
 
 }  // namespace remat
