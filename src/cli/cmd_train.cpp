@@ -268,12 +268,14 @@ void add_train(CLI::App& root) {
       if (s.saved) saved += "weights to " + f.o.save;
       if (!s.checkpoint.empty()) saved += (saved.empty() ? "" : ", ") + std::string("checkpoint ") + s.checkpoint;
       std::fflush(stdout);
-      std::fprintf(stderr, "interrupted at step %lld: saved %s (%s)\n", (long long)s.steps_done,
-                   saved.empty() ? "nothing (no --save or --save-dir given)" : saved.c_str(),
-                   signal_name(g_stop_signal.load()));
+      if (world.rank() == 0)  // under mpirun every rank stopped at the same step; rank 0 saved
+        std::fprintf(stderr, "interrupted at step %lld: saved %s (%s)\n", (long long)s.steps_done,
+                     saved.empty() ? "nothing (no --save or --save-dir given)" : saved.c_str(),
+                     signal_name(s.stop_signal));
       std::fflush(nullptr);
-      // Everything is on disk and flushed; skip the destructors of live training state.
-      _exit(128 + g_stop_signal.load());
+      // Everything is on disk and flushed; skip the destructors of live training state (under
+      // mpirun, once every rank is here).
+      world.exit_together(128 + s.stop_signal);
     }
     if (s.skipped > 0) std::printf("%lld step(s) skipped as non-finite (--skip-nonfinite)\n", (long long)s.skipped);
     if (!s.checkpoint.empty()) std::printf("checkpoint written to %s\n", s.checkpoint.c_str());

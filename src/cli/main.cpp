@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
   if (world.rank() != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 prints; errors stay on stderr
     std::fprintf(stderr, "remat: rank %d: cannot silence stdout\n", world.rank());
   const int status = run(argc, argv);
-  if (status != 0 && world.size() > 1) world.abort(status);
+  if ((status == 1 || status == 2) && world.size() > 1) world.abort(status);  // an error: every rank stops
   remat::dist::Comm::finalize();
   return status;
 }

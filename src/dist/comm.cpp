@@ -93,6 +93,15 @@ void Comm::abort(int status) const {
   std::_Exit(status);
 }
 
+void Comm::exit_together(int status) const {
+  std::fflush(nullptr);
+  if (mpi_) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    finalize();
+  }
+  std::_Exit(status);
+}
+
 std::vector<std::string> Comm::allgather(const std::string& mine) const {
   if (!mpi_) return {mine};
   int len = int(mine.size());

@@ -43,6 +43,10 @@ class Comm {
   // on one rank never leaves the others waiting in a collective.
   [[noreturn]] void abort(int status) const;
 
+  // Ends this process with `status` once every rank gets here (a stopped run: rank 0 may still be
+  // writing its checkpoint, which an early exit would have mpirun kill), finalising MPI.
+  [[noreturn]] void exit_together(int status) const;
+
   // Every rank's string, in rank order (the run-description check at start).
   std::vector<std::string> allgather(const std::string& mine) const;
   // Every rank's doubles (the same count on each), in rank order.

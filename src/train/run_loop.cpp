@@ -68,7 +68,7 @@ TrainSummary Trainer::run() {
     // and only there: between boundaries the ranks see the last agreed value.
     if (s.signal_stop) s.agreed_stop.store(dist::Comm::world().max(s.signal_stop->load()));
     if (o.stop && o.stop->load() != 0) {  // polled between steps only: the step before finished whole
-      sum.stopped = true;
+      sum.stopped = true, sum.stop_signal = o.stop ? o.stop->load() : 0;
       break;
     }
     StepMeasure m;
@@ -176,7 +176,7 @@ TrainSummary Trainer::run() {
     }
     if (st == s.start_step) sum.last_val = sum.first_val;
   } else {
-    sum.stopped = true;
+    sum.stopped = true, sum.stop_signal = o.stop ? o.stop->load() : 0;
     sum.last_val = sum.val_losses.back();
   }
   sum.tokens_per_s = tok_s;
@@ -201,7 +201,7 @@ TrainSummary Trainer::run() {
   }
   if (failed) std::rethrow_exception(failed);
   if (!stopped() && o.sample_tokens > 0) sum.sample = sample(o.sample_tokens, o.seed);
-  if (stopped()) sum.stopped = true;
+  if (stopped()) sum.stopped = true, sum.stop_signal = o.stop ? o.stop->load() : 0;
   metrics.check();
   return sum;
 }

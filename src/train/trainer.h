@@ -68,6 +68,7 @@ struct TrainSummary {
   int64_t steps_done = 0;      // the step the run stopped at (== steps unless stopped)
   int64_t skipped = 0;         // steps skipped as non-finite (--skip-nonfinite), this run and before
   bool stopped = false;        // stopped early by *stop
+  int stop_signal = 0;         // *stop's value then (the signal; under mpirun, the highest any rank got)
   bool saved = false;          // --save written
   std::string checkpoint;      // the last checkpoint written, or ""
 };

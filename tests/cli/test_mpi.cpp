@@ -172,3 +172,21 @@ TEST(PlanRanks, PrintsTheModelStatePerRankBesideThePapers) {
   EXPECT_EQ(b.exit_code, 1) << b.describe();
   EXPECT_NE(b.err.find("--budget with --ranks is not supported yet"), std::string::npos) << b.err;
 }
+
+TEST_F(Mpi, AnInterruptStopsEveryRankAtOneStepAndRankZeroSaves) {
+  // Ctrl-C on mpirun: it passes SIGTERM to the ranks, which agree on the step, and rank 0 writes the
+  // checkpoint before any rank exits; the run resumes from it.
+  SpawnOptions o;
+  o.launcher = mpirun(2);
+  const std::string metrics = dir / "m.jsonl";
+  Child c(tiny_train({"--steps", "100000", "--batch", "4", "--save-dir", dir / "ck", "--metrics-out", metrics}), o);
+  ASSERT_TRUE(c.wait_for_lines(metrics, 3, 120)) << "no step was logged";
+  c.signal(SIGINT);
+  const RunResult r = c.finish(120);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.err.find("interrupted at step"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("saved checkpoint"), std::string::npos) << r.describe();
+  bool found = false;
+  for (const auto& e : fs::directory_iterator(dir / "ck")) found = found || e.path().filename().string().rfind("step-", 0) == 0;
+  EXPECT_TRUE(found) << "no checkpoint in " << dir / "ck";
+}
