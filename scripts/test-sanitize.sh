@@ -47,13 +47,10 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 #   dry runs, a test of the planner's ranking, not of memory safety (PlanBudget.* and the planner's own
 #   tests run the same code here). 17 s for the largest unsanitized; 454 s under ASan on the AVX2 EPYC,
 #   too near the 600 s timeout.
-# - Mpi.*: remat under mpirun (Open MPI). LeakSanitizer reports Open MPI's own allocations at
-#   MPI_Init and MPI_Finalize, which are not remat's. The same data-parallel code runs in one process
-#   with --ranks N (the emulated ranks the Mpi.* tests compare against).
 # The fp32 learning tests (Models.LearnsTinyShakespeare*, 300 training steps each) do run: 1 min for
 # the two under ASan on the AMX Xeon, 4 to 5 min each on the AVX2 EPYC beside other tests. They skip
 # themselves when ../shared/data/tinyshakespeare.txt is absent.
-exclude='^(CliErrors\.AbsurdSizes|Bf16Learning\.TrainsTinyShakespeareAsWellAsFp32|BudgetMonotone\..*|Mpi\..*)$'
+exclude='^(CliErrors\.AbsurdSizes|Bf16Learning\.TrainsTinyShakespeareAsWellAsFp32|BudgetMonotone\..*)$'
 echo "test-sanitize: excluded under the sanitizers (run by scripts/test.sh): $exclude"
 t1=$SECONDS
 status=0
