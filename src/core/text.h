@@ -2,6 +2,7 @@
 #pragma once
 #include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace remat {
@@ -19,6 +20,13 @@ inline std::string shell_quoted(const std::string& v) {
 }
 
 // 1234567 -> "1,234,567".
+// printf's %g: the shortest of fixed and exponent notation, 6 significant digits ("0.1", "1e-05").
+inline std::string short_number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
 inline std::string with_commas(uint64_t v) {
   const std::string s = std::to_string(v);
   std::string r;

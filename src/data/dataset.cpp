@@ -23,11 +23,6 @@ namespace {
 
 constexpr int64_t kMaxUnknown = -2;  // max_cache_ before the first max_token()
 
-std::string fmt_g(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -183,7 +178,7 @@ size_t TokenDataset::live_mapped_bytes() { return g_mapped_bytes.load(std::memor
 
 std::pair<TokenDataset, TokenDataset> TokenDataset::split(double val_fraction, int64_t T) const {
   if (!(val_fraction > 0.0 && val_fraction < 1.0))
-    throw Error(kC, "validation fraction " + fmt_g(val_fraction) + " is not between 0 and 1",
+    throw Error(kC, "validation fraction " + short_number(val_fraction) + " is not between 0 and 1",
                 "use e.g. --val-fraction 0.1 for a 90/10 split");
   if (T < 1) throw Error(kC, "sequence length " + std::to_string(T) + " must be positive", "e.g. --seq 128");
   const uint64_t n_val = std::min<uint64_t>(uint64_t(std::llround(double(n_) * val_fraction)), n_);
@@ -191,7 +186,7 @@ std::pair<TokenDataset, TokenDataset> TokenDataset::split(double val_fraction, i
   const uint64_t need = uint64_t(T) + 1;
   for (auto [part, len] : {std::pair<const char*, uint64_t>{"training", n_train}, {"validation", n_val}})
     if (len < need)
-      throw Error(kC, "splitting " + with_commas(n_) + " tokens with validation fraction " + fmt_g(val_fraction) +
+      throw Error(kC, "splitting " + with_commas(n_) + " tokens with validation fraction " + short_number(val_fraction) +
                           " leaves " + with_commas(len) + " " + part + " tokens, fewer than one window of T + 1 = " +
                           std::to_string(need) + " tokens",
                   std::string("use a smaller --seq, ") +

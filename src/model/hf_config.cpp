@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "core/record.h"
 #include "model/weights.h"
 #include "model/weights_common.h"
@@ -79,11 +80,6 @@ int64_t jint(const json& j, const char* key, const std::string& where, std::opti
   return r;
 }
 
-std::string real_text(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
 
 // A positive finite number field in [lo, hi]; `dflt` when absent or null.
 double jnum(const json& j, const char* key, const std::string& where, double dflt, double lo, double hi) {
@@ -95,7 +91,7 @@ double jnum(const json& j, const char* key, const std::string& where, double dfl
   const double d = v.get<double>();
   if (d < lo || d > hi)
     throw Error("config", "\"" + std::string(key) + "\" in " + where + " is " + jtext(v) + ", outside " +
-                              real_text(lo) + " to " + real_text(hi),
+                              short_number(lo) + " to " + short_number(hi),
                 "fix " + where);
   return d;
 }
@@ -290,7 +286,7 @@ void check_limits(const ModelConfig& c, const std::string& path) {
        {std::tuple<const char*, double, double, double>{"rope_theta", c.rope_theta, L::kMinRopeTheta, L::kMaxRopeTheta},
         {"norm_eps", c.norm_eps, L::kMinNormEps, L::kMaxNormEps}})
     if (v > 0 && (v < lo || v > hi))
-      throw FieldError(at(key), "must be " + real_text(lo) + " to " + real_text(hi) + ", got " + real_text(v));
+      throw FieldError(at(key), "must be " + short_number(lo) + " to " + short_number(hi) + ", got " + short_number(v));
 }
 
 }  // namespace remat::record

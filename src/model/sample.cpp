@@ -7,21 +7,14 @@
 
 #include "autograd/tape.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "core/signal_point.h"
 
 namespace remat {
 
-namespace {
-std::string fmt_number(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
-}  // namespace
-
 void check_sample_options(const SampleOptions& o, int64_t V) {
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
-    throw Error("sample", "--temperature must be a number >= 0, got " + fmt_number(o.temperature),
+    throw Error("sample", "--temperature must be a number >= 0, got " + short_number(o.temperature),
                 "e.g. --temperature 0.8 (0: always the most likely token)");
   if (o.top_k < 0 || o.top_k > V)
     throw Error("sample", "--top-k must be between 0 and the vocabulary size " + std::to_string(V) + ", got " +

@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "core/record.h"
 
 namespace remat::planner {
@@ -21,11 +22,6 @@ constexpr const char* kFormat = "remat-calibration";
 constexpr double kMaxSeconds = 86400;
 constexpr int64_t kMaxCount = (int64_t(1) << 31) - 1;
 
-std::string number_text(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
 
 std::string remeasure_hint(const std::string& source) {
   return "measure it anew with the same model flags, --batch, --threads and --clock: remat calibrate ... --out " + source;
@@ -84,10 +80,10 @@ Calibration parse_calibration(const std::string& body, const std::string& source
   // Every time is a number of seconds, at most kMaxSeconds; a block's passes take some time (a 0 would
   // make every plan that repeats them look free).
   auto check_time = [&](const std::string& key, double v, bool positive) {
-    if (v < 0) corrupt(source, "a time is negative: \"" + key + "\" is " + number_text(v) + " seconds");
+    if (v < 0) corrupt(source, "a time is negative: \"" + key + "\" is " + short_number(v) + " seconds");
     if (positive && v == 0) corrupt(source, "\"" + key + "\" is 0 seconds; a block pass takes time");
     if (v > kMaxSeconds)
-      corrupt(source, "\"" + key + "\" is " + number_text(v) + " seconds, more than " + number_text(kMaxSeconds));
+      corrupt(source, "\"" + key + "\" is " + short_number(v) + " seconds, more than " + short_number(kMaxSeconds));
   };
   Calibration::fields(c, [&](const char* key, const auto& f) {
     if constexpr (std::is_same_v<std::decay_t<decltype(f)>, double>)

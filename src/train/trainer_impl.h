@@ -14,6 +14,15 @@
 
 namespace remat {
 
+// trainer_checks.cpp: every option checked before anything is allocated (remat::Error naming the
+// flag); the micro-batch (one per rank without --micro-batch) and the sequence length.
+struct TrainShape {
+  int64_t micro, T;
+};
+TrainShape check_train_options(const TrainOptions& o);
+// Under mpirun: every rank's run description and data fingerprints against rank 0's.
+void check_ranks_agree(const RunConfig& o, const Fingerprint& train, const Fingerprint& val);
+
 struct Trainer::Impl {
   TrainOptions opt;
   std::unique_ptr<Model> model;
