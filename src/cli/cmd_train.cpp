@@ -99,7 +99,7 @@ void add_train(CLI::App& root) {
                                                 "unless --preset or model flags say otherwise, the block size unless "
                                                 "--block-size does");
   app->add_option("--metrics-out", f.o.metrics_out, "Write metrics as JSON lines (step, loss, val_loss, lr, "
-                                                    "tokens_per_s, peak_activation_bytes); - for stdout. A resumed "
+                                                    "tokens_per_s, peak_activation_bytes; with ranks, reduce_wait_s); - for stdout. A resumed "
                                                     "run drops the lines past its checkpoint, then appends");
   app->add_option("--recompute", f.o.recompute, "Checkpoint strategy: none | all | block | sqrt | uniform:K | "
                                                 "segments:a,b,...")->capture_default_str();
