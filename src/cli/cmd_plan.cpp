@@ -351,6 +351,7 @@ void add_plan(CLI::App& root) {
     }
     print_terms(cands.problem.traces[0], *model, f.model.preset);
     if (given("--ranks")) print_model_state_per_rank(cfg, int(f.ranks), int(f.zero));
+    if (given("--ranks") && f.zero == 3) print_zero3_gathers(cfg, int(f.ranks));
     if (f.model.preset == "gpt3-175b") print_self_test_a(cands, target);
     std::printf("remat plan: %s; |x| = %s; candidates per block: %s%s\n", title.c_str(),
                 boundary_text(cands.problem.traces[0].boundary_bytes, cands.cfg).c_str(), [&] {

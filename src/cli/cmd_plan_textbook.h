@@ -24,4 +24,7 @@ namespace remat::cli {
 // With --ranks N: the model state per rank under each ZeRO stage, Rajbhandari et al.'s (2020)
 // accounting beside remat's dry run, and why they differ (cmd_plan_zero.cpp).
 void print_model_state_per_rank(const ModelConfig& cfg, int ranks, int zero);
+// With --zero 3: the all-gathers each textbook schedule implies, against FSDP with activation
+// checkpointing's two per block in the backward.
+void print_zero3_gathers(const ModelConfig& cfg, int ranks);
 }  // namespace remat::cli

@@ -1,5 +1,8 @@
 #include "planner/zero.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -29,6 +32,27 @@ std::optional<RankModelState> remat_model_state(const ModelConfig& cfg, int rank
   make_adamw_moments(*model, &m, &v, stage == 1 ? Shard{ranks - 1, ranks} : Shard{});
   return RankModelState{acct.active(Category::Parameter), acct.active(Category::Gradient),
                         acct.active(Category::OptimizerState)};
+}
+
+GatherCount zero3_gathers(const Schedule& s, bool hold) {
+  GatherCount c;
+  c.held_peak = 1;
+  int last = -1;           // the block of the last action that used parameters
+  bool backward = false;   // past the first forward phase (replays and backwards)
+  std::vector<int> held;   // hold: blocks gathered in the backward phase, until their backward
+  for (const Action& a : s) {
+    if (a.kind == Action::Kind::Free) continue;
+    if (a.recompute || a.kind == Action::Kind::Backward) backward = true;
+    const bool there = a.block == last || (hold && std::find(held.begin(), held.end(), a.block) != held.end());
+    if (!there) {
+      (backward ? c.backward : c.forward) += 1;
+      if (hold && backward) held.push_back(a.block);
+    }
+    if (hold) c.held_peak = std::max<int64_t>(c.held_peak, int64_t(held.size()));
+    if (a.kind == Action::Kind::Backward) std::erase(held, a.block);
+    last = a.block;
+  }
+  return c;
 }
 
 }  // namespace remat::planner

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "checkpoint/schedule.h"
 #include "model/model.h"
 
 namespace remat::planner {
@@ -24,5 +25,17 @@ struct RankModelState {
   size_t total() const { return parameters + gradients + optimizer; }
 };
 std::optional<RankModelState> remat_model_state(const ModelConfig& cfg, int ranks, int stage);
+
+// ZeRO stage 3 gathers a block's parameters before each action that uses them. Following the
+// schedule, a gather is needed at a block's forward, replay or backward unless the action before it
+// that used parameters was the same block's (they are still there: a replay right before its
+// backward, or the chain's last forward before its backward, the head between them having its own).
+// `hold`: a block gathered in the backward phase keeps its parameters until its backward (the
+// memory of the blocks held at once is the price) instead of gathering again. Counted per micro-batch.
+struct GatherCount {
+  int64_t forward = 0, backward = 0;
+  int64_t held_peak = 0;  // with hold: the most blocks whose parameters are held at once (else 1)
+};
+GatherCount zero3_gathers(const Schedule& s, bool hold);
 
 }  // namespace remat::planner

@@ -177,6 +177,10 @@ TEST(PlanRanks, PrintsTheModelStatePerRankBesideThePapers) {
   for (const char* s : {"model state per rank over 64 ranks", "119.4 GB   119.4 GB", "31.2 GB   60.6 GB", "16.6 GB   not supported",
                         "1.9 GB   not supported", "<- --zero", "why they differ"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  const RunResult z3 = run_remat({"plan", "--preset", "tiny", "--layers", "9", "--ranks", "2", "--zero", "3"});
+  ASSERT_EQ(z3.exit_code, 0) << z3.describe();
+  EXPECT_NE(z3.out.find("ZeRO-3 all-gathers per micro-batch"), std::string::npos) << z3.out;
+  EXPECT_NE(z3.out.find("  sqrt            9        12      8 (3 blocks held)         27"), std::string::npos) << z3.out;
   const RunResult b = run_remat({"plan", "--preset", "tiny", "--ranks", "2", "--budget", "4MiB"});
   EXPECT_EQ(b.exit_code, 1) << b.describe();
   EXPECT_NE(b.err.find("--budget with --ranks is not supported yet"), std::string::npos) << b.err;

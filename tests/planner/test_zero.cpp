@@ -41,3 +41,26 @@ TEST(ZeroAccounting, RematShardsAdamWsMomentsOneNth) {
   EXPECT_GT(bf16->parameters, whole->parameters);
   EXPECT_LT(bf16->parameters, whole->parameters + size_t(2 * psi));
 }
+
+// The gathers a schedule implies, for L = 9 (schedules as make_schedule writes them):
+//   block: f0c..f7c f8i b8 r7i b7 x7 ... r0i b0 x0      sqrt: f0c f1n f2n f3c f4n f5n f6i f7i f8i b8 b7 b6
+//   r3n r4c r5i b5 r4i b4 x4 r3i b3 x3 r0n r1c r2i b2 r1i b1 x1 r0i b0 x0
+TEST(ZeroGathers, FollowTheSchedule) {
+  auto count = [](const char* strategy, bool hold) {
+    return planner::zero3_gathers(make_schedule(parse_strategy(strategy, 9, false), 9), hold);
+  };
+  // Every block once in the forward; in the backward, a replay right before its backward shares one
+  // gather, and so do the last forward and its backward.
+  for (const char* s : {"none", "block"}) {
+    const planner::GatherCount g = count(s, false);
+    EXPECT_EQ(g.forward, 9) << s;
+    EXPECT_EQ(g.backward, 8) << s;
+  }
+  // sqrt re-gathers a segment's blocks between their replay and their backward, or holds them.
+  const planner::GatherCount again = count("sqrt", false), held = count("sqrt", true);
+  EXPECT_EQ(again.forward, 9);
+  EXPECT_EQ(again.backward, 12);
+  EXPECT_EQ(held.backward, 8);
+  EXPECT_EQ(held.held_peak, 3);
+  EXPECT_EQ(again.held_peak, 1);
+}
