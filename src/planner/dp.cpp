@@ -39,12 +39,19 @@ inline double keep_cost(const Problem& pb, int s, int p, int held, int first, co
   const double rest = sub ? sub[m - a] : 0.0;
   return pb.K[first][s][p] + rest + pb.Bk[first][held][s][p];
 }
+// The cost of running blocks s..s2-1 without keeping anything. A homogeneous chain's replay tables
+// are filled for s = 0 alone and read for every s (Tables::idx), so there the cost is taken from the
+// start of the chain, Fsum[s2 - s] - Fsum[0]: the same double for every s. (Fsum[s2] - Fsum[s] differs
+// from it in the last bit for costs that are not exact in binary, as calibrated seconds are.)
+inline double run_cost(const Problem& pb, int first, int s, int s2) {
+  return first == 0 && pb.homogeneous ? pb.Fsum[0][s2 - s] - pb.Fsum[0][0] : pb.Fsum[first][s2] - pb.Fsum[first][s];
+}
 // Option (2) split at s2: x_s kept, blocks s..s2-1 run, then [s2, t) within m - x, then [s, s2) from x_s.
 // lo: its least m (split_lo of block s, pass_lo of the blocks between).
 inline double split_cost(const Problem& pb, int s, int s2, int first, const double* a, const double* b, size_t m,
                          size_t lo) {
   if (lo > m) return kInf;
-  return (pb.Fsum[first][s2] - pb.Fsum[first][s]) + a[m - pb.x] + b[m];
+  return run_cost(pb, first, s, s2) + a[m - pb.x] + b[m];
 }
 
 // out[m] = min(out[m], keep_cost(..., m)) for every m, as a loop the compiler vectorises: the same
@@ -60,13 +67,13 @@ void keep_into(const Problem& pb, int s, int p, int held, int first, const doubl
     for (size_t m = lo; m <= M; ++m) out[m] = std::min(out[m], c);
   }
 }
-// The same for split_cost: ((Fsum[s2] - Fsum[s]) + a[m - x]) + b[m]. Every row is non-increasing in m
+// The same for split_cost: (run_cost + a[m - x]) + b[m]. Every row is non-increasing in m
 // (more memory never costs time), `out` too, option by option; so the split's value is at least its
 // value at M, and from the first m where `out` is already that low it cannot improve `out`: only the
 // prefix before it is updated. The table is the same, double for double, as without the bound.
 void split_into(const Problem& pb, int s, int s2, int first, const double* a, const double* b, double* out, size_t M,
                 size_t lo) {
-  const double f = pb.Fsum[first][s2] - pb.Fsum[first][s];
+  const double f = run_cost(pb, first, s, s2);
   const size_t x = pb.x;
   if (lo > M) return;
   const double least = f + a[M - x] + b[M];

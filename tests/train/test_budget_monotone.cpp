@@ -2,8 +2,10 @@
 // one kernel or --attention auto (both kernels, per block too), a sweep of budgets over the whole
 // range (evenly spread, and 1 byte either side of every candidate plan's whole-step peak) never gets
 // a slower plan for more memory, every plan fits its budget, and refusals happen only below every
-// budget that gets a plan.
+// budget that gets a plan. Ranked by FLOPs, and by a (made-up) calibration's seconds.
 #include <gtest/gtest.h>
+
+#include <omp.h>
 
 #include <algorithm>
 #include <limits>
@@ -25,7 +27,28 @@ ModelConfig config(Arch arch, DType precision) {
   return cfg;
 }
 
-void sweep(Arch arch, DType precision, bool auto_attention) {
+// A made-up calibration for `t` (every term its own value; a slower replay than first pass, costlier
+// policies that keep less), so that the sweep ranks plans by calibrated seconds, not FLOPs. Decimal
+// seconds, as a real calibration has: not exact in binary, so the DP's table and the plan it
+// reconstructs must add them in the same order.
+planner::Calibration synthetic_calibration(const PlanTarget& t) {
+  planner::Calibration c;
+  c.cfg = t.cfg;
+  c.B = t.micro;
+  c.T = t.T;
+  c.threads = omp_get_max_threads();
+  c.repeats = 3;
+  c.embed_forward = 0.001, c.head_forward = 0.002, c.head_backward = 0.004, c.embed_backward = 0.003, c.rest = 0.01;
+  c.forward_pass = 0.010, c.recompute_pass = 0.012, c.free_checkpoint = 0.0001;
+  double k = 1;
+  for (const std::string& p : make_candidates(t.cfg, t.micro, t.T).presets) {
+    c.policies.push_back({p, 0.011 + 0.0005 * k, 0.013 + 0.0007 * k, 0.02 + 0.001 * k, 0.021 + 0.0013 * k});
+    k += 1;
+  }
+  return c;
+}
+
+void sweep(Arch arch, DType precision, bool auto_attention, bool calibrated = false) {
   PlanTarget t;
   t.cfg = config(arch, precision);
   t.batch = 4;
@@ -34,6 +57,7 @@ void sweep(Arch arch, DType precision, bool auto_attention) {
   t.data_bytes = 8192;
   t.allow_flash = auto_attention;
   t.per_block_attention = auto_attention;
+  if (calibrated) t.calibration = synthetic_calibration(t);
   const std::vector<KernelPlans> kernels = plan_kernels(t);
   std::vector<size_t> budgets;
   size_t lo = std::numeric_limits<size_t>::max(), hi = 0;
@@ -73,3 +97,5 @@ TEST(BudgetMonotone, LlamaFp32) { sweep(Arch::Llama, DType::F32, false); }
 TEST(BudgetMonotone, LlamaBf16) { sweep(Arch::Llama, DType::BF16, false); }
 TEST(BudgetMonotone, Gpt2AutoAttention) { sweep(Arch::GPT2, DType::F32, true); }
 TEST(BudgetMonotone, LlamaAutoAttentionBf16) { sweep(Arch::Llama, DType::BF16, true); }
+TEST(BudgetMonotone, Gpt2Calibrated) { sweep(Arch::GPT2, DType::F32, false, true); }
+TEST(BudgetMonotone, LlamaBf16Calibrated) { sweep(Arch::Llama, DType::BF16, false, true); }
