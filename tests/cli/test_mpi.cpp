@@ -203,3 +203,17 @@ TEST_F(Mpi, AnInterruptStopsEveryRankAtOneStepAndRankZeroSaves) {
   for (const auto& e : fs::directory_iterator(dir / "ck")) found = found || e.path().filename().string().rfind("step-", 0) == 0;
   EXPECT_TRUE(found) << "no checkpoint in " << dir / "ck";
 }
+
+TEST_F(Mpi, ARankKilledMidStepStopsEveryRank) {
+  // Rank 1 dies at its third step (SIGKILL: nothing of remat's runs), rank 0 is inside a collective:
+  // the job ends, with a non-zero status, instead of waiting forever.
+  SpawnOptions o;
+  o.launcher = mpirun(1);
+  o.launcher.insert(o.launcher.end(), {REMAT_BINARY, "train", "--preset", "tiny", "--steps", "50", "--batch", "4",
+                                       "--eval-every", "0", "--sample-tokens", "0", "--no-progress", ":", "-np", "1",
+                                       "-x", "REMAT_TEST_SIGNAL=step:9:3"});
+  const RunResult r = Child(tiny_train({"--steps", "50", "--batch", "4"}), o).finish(120);
+  EXPECT_FALSE(r.timed_out) << "a rank that dies must not leave the other waiting";
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.out.find("val loss"), std::string::npos) << "the run cannot have finished: " << r.out;
+}
