@@ -217,3 +217,26 @@ TEST_F(Mpi, ARankKilledMidStepStopsEveryRank) {
   EXPECT_NE(r.exit_code, 0) << r.describe();
   EXPECT_EQ(r.out.find("val loss"), std::string::npos) << "the run cannot have finished: " << r.out;
 }
+
+TEST(PlanRanks, BadRankFlagsAreRefusedByName) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--zero", "1"}, "--zero needs --ranks"},
+      {{"--ranks", "2", "--zero", "4"}, "--zero must be 0, 1, 2 or 3, got 4"},
+      {{"--ranks", "0"}, "--ranks must be between 1 and 1000000, got 0"},
+      {{"--ranks", "2", "--json"}, "--json with --ranks is not supported yet"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> args{"plan", "--preset", "tiny"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const RunResult r = run_remat(args);
+    EXPECT_EQ(r.exit_code, 1) << r.describe();
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(Mpi, RanksOtherThanTheProcessCountAreRefused) {
+  const RunResult r = run_mpi(tiny_train({"--steps", "1", "--batch", "6", "--micro-batch", "2", "--ranks", "3"}));
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.err.find("--ranks 3 but mpirun started 2 processes"), std::string::npos) << r.err;
+}

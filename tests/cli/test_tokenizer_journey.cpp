@@ -76,3 +76,17 @@ TEST(TokenizerJourney, ATokenizerLargerThanTheModelIsRefused) {
   EXPECT_EQ(r.exit_code, 1) << r.describe();
   EXPECT_NE(r.err.find("has more tokens than the model's embedding has rows"), std::string::npos) << r.err;
 }
+
+TEST(TokenizerJourney, AnEmptyTokenizerAndAnotherOnResumeAreRefused) {
+  TempDir dir;
+  const std::string folder = make_folder(dir);
+  const RunResult e = run_remat({"sample", "--init-from", folder, "--tokenizer", "", "--tokens", "2"});
+  EXPECT_EQ(e.exit_code, 1) << e.describe();
+  EXPECT_NE(e.err.find("--tokenizer is empty"), std::string::npos) << e.err;
+  const RunResult first = run_remat(train_from(folder, {"--data", text_file(dir), "--steps", "1", "--batch", "4",
+                                                        "--sample-tokens", "0", "--save-dir", dir / "ck"}));
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+  const RunResult r = run_remat({"train", "--resume", dir / "ck", "--steps", "2", "--tokenizer", "bytes"});
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_NE(r.err.find("--tokenizer 'bytes' (the checkpoint has '"), std::string::npos) << r.err;
+}
