@@ -154,28 +154,21 @@ double DataParallel::grad_norm() const {
   const auto& params = model_.params();
   const int N = p_.ranks;
   if (shape_only()) return 0;
-  // Each parameter's chunk sums: computed here from the whole reduced gradient, or (ZeRO-1) this
-  // rank's chunks gathered from every rank.
-  std::vector<double> parts;  // [rank][param] under ZeRO-1, else [param][rank]
-  if (p_.zero == 1 && !emulated_) {
+  auto chunk_sq = [N](const Param& q, int r) {  // the sum of squares of chunk r of q's gradient
+    const std::vector<int64_t> off = chunks(q.grad.numel(), N);
+    return kernels::sum_squares(q.grad.cspan().subspan(size_t(off[size_t(r)]), size_t(off[size_t(r) + 1] - off[size_t(r)])));
+  };
+  // Under ZeRO-1 a rank holds only its chunks reduced: every rank's are gathered ([rank][param]).
+  std::vector<double> all;
+  const bool gathered = p_.zero == 1 && !emulated_;
+  if (gathered) {
     std::vector<double> mine;
-    for (const Param& q : params) {
-      const std::vector<int64_t> off = chunks(q.grad.numel(), N);
-      const int r = comm_.rank();
-      mine.push_back(kernels::sum_squares(q.grad.cspan().subspan(size_t(off[size_t(r)]), size_t(off[size_t(r) + 1] - off[size_t(r)]))));
-    }
-    const std::vector<double> all = comm_.allgather(mine);
-    double sq = 0;
-    for (size_t i = 0; i < params.size(); ++i)
-      for (int r = 0; r < N; ++r) sq += all[size_t(r) * params.size() + i];
-    return std::sqrt(sq);
+    for (const Param& q : params) mine.push_back(chunk_sq(q, comm_.rank()));
+    all = comm_.allgather(mine);
   }
   double sq = 0;
-  for (const Param& q : params) {
-    const std::vector<int64_t> off = chunks(q.grad.numel(), N);
-    for (int r = 0; r < N; ++r)
-      sq += kernels::sum_squares(q.grad.cspan().subspan(size_t(off[size_t(r)]), size_t(off[size_t(r) + 1] - off[size_t(r)])));
-  }
+  for (size_t i = 0; i < params.size(); ++i)
+    for (int r = 0; r < N; ++r) sq += gathered ? all[size_t(r) * params.size() + i] : chunk_sq(params[i], r);
   return std::sqrt(sq);
 }
 
