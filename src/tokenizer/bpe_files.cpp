@@ -40,6 +40,31 @@ std::pair<std::string, std::string> split_merge(const std::string& line, const s
     throw Error(kC, where + ": merge " + std::to_string(n) + " " + quote_name(line) + " is not two tokens apart by one space");
   return {line.substr(0, sp), line.substr(sp + 1)};
 }
+// The pre-tokenizer: GPT-2's (ByteLevel with its own pattern), or a Split on a known pattern
+// followed by ByteLevel without one (LLaMA 3's); never a prefix space.
+Pretokenizer read_pretokenizer(const json& pre, const std::string& where) {
+  const auto byte_level = [](const json& p, bool regex) {
+    return p.is_object() && p.value("type", "") == "ByteLevel" && p.value("use_regex", true) == regex &&
+           !p.value("add_prefix_space", false);
+  };
+  if (byte_level(pre, true)) return Pretokenizer::Gpt2;
+  if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
+      pre["pretokenizers"].is_array() && pre["pretokenizers"].size() == 2 && byte_level(pre["pretokenizers"][1], false)) {
+    const json& sp = pre["pretokenizers"][0];
+    const json pattern = sp.is_object() && sp.contains("pattern") && sp["pattern"].is_object() ? sp["pattern"].value("Regex", json())
+                                                                                              : json();
+    if (sp.value("type", "") == "Split" && sp.value("behavior", "") == "Isolated" && !sp.value("invert", false) &&
+        pattern.is_string()) {
+      if (pattern.get<std::string>() == kLlama3Pattern) return Pretokenizer::Llama3;
+      if (pattern.get<std::string>() == kGpt2Pattern) return Pretokenizer::Gpt2;
+      throw Error(kC, where + ": the pre-tokenizer's pattern " + quote_name(printable(pattern.get<std::string>(), 120)) + " is not one remat knows",
+                  "remat reads byte-level BPE with GPT-2's or LLaMA 3's pattern");
+    }
+  }
+  throw Error(kC, where + ": pre-tokenizer " + printable(pre.dump(), 100) + " is not supported",
+              "remat reads GPT-2's ByteLevel pre-tokenizer, and LLaMA 3's Split pattern followed by ByteLevel, "
+              "without a prefix space");
+}
 }  // namespace
 
 BpeSpec read_tokenizer_json(const std::string& path) {
@@ -60,12 +85,7 @@ BpeSpec read_tokenizer_json(const std::string& path) {
         (m.contains("end_of_word_suffix") && !m["end_of_word_suffix"].is_null()))
       throw Error(kC, where + ": a BPE model with byte fallback or word prefixes/suffixes is not byte-level BPE",
                   "remat reads byte-level BPE (GPT-2 style) tokenizer.json files");
-    // The pre-tokenizer must be GPT-2's: ByteLevel with its own pattern, no prefix space.
-    const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
-    if (!pre.is_object() || pre.value("type", "") != "ByteLevel" || !pre.value("use_regex", true) ||
-        pre.value("add_prefix_space", false))
-      throw Error(kC, where + ": pre-tokenizer " + printable(pre.dump(), 100) + " is not supported",
-                  "remat reads tokenizer.json with GPT-2's ByteLevel pre-tokenizer (use_regex, no prefix space)");
+    spec.pre = read_pretokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), where);
     if (j.contains("normalizer") && !j["normalizer"].is_null())
       throw Error(kC, where + ": normalizer " + printable(j["normalizer"].dump(), 100) + " is not supported",
                   "remat reads byte-level BPE without a normalizer, as GPT-2's");

@@ -49,7 +49,7 @@ uint32_t byte_to_char(uint8_t b) {
   return 256 + n;
 }
 
-ByteBpe::ByteBpe(const BpeSpec& spec) : source_(spec.source), ignore_merges_(spec.ignore_merges) {
+ByteBpe::ByteBpe(const BpeSpec& spec) : source_(spec.source), ignore_merges_(spec.ignore_merges), pre_(spec.pre) {
   const std::string src = quote_name(spec.source);
   int64_t max_id = -1;
   for (const auto& [s, id] : spec.vocab) max_id = std::max(max_id, id);
@@ -112,7 +112,8 @@ ByteBpe::ByteBpe(const BpeSpec& spec) : source_(spec.source), ignore_merges_(spe
     }
     added_.emplace_back(a.content, int32_t(a.id));
     added_first_[uint8_t(a.content[0])] = true;
-    if (a.content == "<|endoftext|>" || a.content == "<|end_of_text|>") eot_ = int32_t(a.id);
+    // A document's first token in llm.c's token files: GPT-2's end of text, LLaMA 3's beginning.
+    if (a.content == "<|endoftext|>" || a.content == "<|begin_of_text|>") eot_ = int32_t(a.id);
   }
   std::stable_sort(added_.begin(), added_.end(),
                    [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
@@ -178,7 +179,7 @@ void ByteBpe::encode_ordinary(std::string_view text, std::vector<int32_t>& out) 
   // cache lives no longer than the call and needs no lock), up to a bound on its size.
   constexpr size_t kMaxCached = 1 << 16;
   std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> seen;  // piece -> [begin, end) in `out`
-  gpt2_split(text, [&](std::string_view p) {
+  split(pre_, text, [&](std::string_view p) {
     if (p.size() == 1) {
       out.push_back(byte_id_[uint8_t(p[0])]);
       return;

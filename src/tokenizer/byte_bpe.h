@@ -1,5 +1,5 @@
 // Byte-level BPE (Sennrich et al. 2016, on bytes as in Radford et al. 2019): the text is cut by
-// GPT-2's pre-tokenizer (pretokenize.h), each piece becomes its bytes' tokens, and merges apply in
+// GPT-2's or LLaMA 3's pre-tokenizer (pretokenize.h), each piece becomes its bytes' tokens, and merges apply in
 // rank order. Added tokens (GPT-2's <|endoftext|>) are matched in the text first, as Hugging Face's
 // tokenizers does, and never merged with their neighbours.
 // Invalid UTF-8 is encoded byte by byte like any other bytes, so decode(encode(x)) == x for all x.
@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
 
 namespace remat::tok {
@@ -28,6 +29,7 @@ struct BpeSpec {
   };
   std::vector<Added> added;
   bool ignore_merges = false;  // a piece that is a whole token is that token (LLaMA 3)
+  Pretokenizer pre = Pretokenizer::Gpt2;
 };
 
 // GPT-2's bytes_to_unicode: byte b is written as this code point in vocabularies and merges.
@@ -61,6 +63,7 @@ class ByteBpe final : public Tokenizer {
   std::unordered_map<uint64_t, Merge> merges_;  // (left << 32 | right) -> rank, merged id
   std::unordered_map<std::string, int32_t> whole_;  // bytes -> id, for ignore_merges
   bool ignore_merges_ = false;
+  Pretokenizer pre_ = Pretokenizer::Gpt2;
   std::vector<std::pair<std::string, int32_t>> added_;  // longest first
   std::array<bool, 256> added_first_{};                 // a byte that starts an added token
   std::optional<int32_t> eot_;

@@ -66,7 +66,8 @@ struct File {
 size_t safe_cut(std::string_view s, size_t from) {
   for (size_t p = std::max<size_t>(from, 1); p < s.size(); ++p) {
     const unsigned char a = static_cast<unsigned char>(s[p - 1]);
-    if (ascii_space(s[p]) && a < 0x80 && !ascii_space(char(a))) return p;
+    const bool alnum = (a >= '0' && a <= '9') || ((a | 0x20) >= 'a' && (a | 0x20) <= 'z');
+    if (ascii_space(s[p]) && alnum) return p;
   }
   return std::string_view::npos;
 }
@@ -155,7 +156,7 @@ TokenizeResult tokenize_files(const Tokenizer& tok, const std::vector<std::strin
   if (val) {
     if (val->count() == 0)
       throw Error(kC, "the validation part is empty: the last " + std::to_string(opt.val_fraction) +
-                          " of the text holds no place to cut it (a non-space character before a space or newline)",
+                          " of the text holds no place to cut it (an ASCII letter or digit before a space or newline)",
                   "use a larger --val-fraction, or none");
     val->finish();
   }

