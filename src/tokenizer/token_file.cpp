@@ -72,6 +72,44 @@ size_t safe_cut(std::string_view s, size_t from) {
   return std::string_view::npos;
 }
 
+namespace {
+// Encodes each chunk into its own id list, on every thread; the first error is rethrown.
+void encode_chunks(const Tokenizer& tok, const std::vector<std::string_view>& chunks, std::vector<std::vector<int32_t>>& ids,
+                   size_t first) {
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t c = 0; c < int64_t(chunks.size()); ++c) {
+    try {
+      tok.encode(chunks[size_t(c)], ids[size_t(c) + first]);
+    } catch (...) {
+#pragma omp critical(remat_tokenize_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+}  // namespace
+
+std::vector<int32_t> encode_document(const Tokenizer& tok, std::string_view text, size_t chunk_bytes) {
+  const size_t chunk = std::max<size_t>(chunk_bytes, 1);
+  std::vector<std::string_view> chunks;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t cut = pos + chunk < text.size() ? safe_cut(text, pos + chunk) : std::string_view::npos;
+    if (cut == std::string_view::npos) cut = text.size();
+    chunks.push_back(text.substr(pos, cut - pos));
+    pos = cut;
+  }
+  std::vector<std::vector<int32_t>> ids(chunks.size());
+  encode_chunks(tok, chunks, ids, 0);
+  size_t n = tok.document_start() ? 1 : 0;
+  for (const auto& v : ids) n += v.size();
+  std::vector<int32_t> out;
+  out.reserve(n);
+  if (tok.document_start()) out.push_back(*tok.document_start());
+  for (const auto& v : ids) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
 TokenizeResult tokenize_files(const Tokenizer& tok, const std::vector<std::string>& inputs, const std::string& out,
                               const std::string& val_out, const TokenizeOptions& opt) {
   if (inputs.empty()) throw Error(kC, "no input files", "name them with --in FILE...");
@@ -129,17 +167,7 @@ TokenizeResult tokenize_files(const Tokenizer& tok, const std::vector<std::strin
       ids.assign(chunks.size() + 1, {});
       if (first && tok.document_start()) ids[0].push_back(*tok.document_start());
       first = false;
-      std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic, 1)
-      for (int64_t c = 0; c < int64_t(chunks.size()); ++c) {
-        try {
-          tok.encode(chunks[size_t(c)], ids[size_t(c) + 1]);
-        } catch (...) {
-#pragma omp critical(remat_tokenize_error)
-          if (!error) error = std::current_exception();
-        }
-      }
-      if (error) std::rethrow_exception(error);
+      encode_chunks(tok, chunks, ids, 1);
       // ids[0] (a document start) goes with the first chunk's part.
       for (size_t c = 0; c <= chunks.size(); ++c) {
         const uint64_t at = c == 0 ? (chunks.empty() ? done : starts[0]) : starts[c - 1];

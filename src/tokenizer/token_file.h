@@ -28,6 +28,11 @@ namespace remat::tok {
 // or std::string_view::npos.
 size_t safe_cut(std::string_view s, size_t from);
 
+// The ids `remat tokenize` writes for one input file holding `text`: the document start (when the
+// tokenizer has one), then the text's ids, encoded in chunks of about `chunk_bytes` cut by safe_cut,
+// on every OpenMP thread. The same ids at any thread count (train reads text files this way).
+std::vector<int32_t> encode_document(const Tokenizer& tok, std::string_view text, size_t chunk_bytes = size_t(1) << 20);
+
 struct TokenizeProgress {
   uint64_t bytes_done, bytes_total, tokens;
   double seconds;

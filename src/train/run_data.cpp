@@ -1,5 +1,6 @@
 #include "train/run_data.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -9,20 +10,21 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "tokenizer/token_file.h"
 #include "tokenizer/tokenizer.h"
 #include "train/trainer.h"
 
 namespace remat {
 
 namespace {
-// Byte-level text (a text file or the built-in corpus) through `t`: its ids, as token data.
+// Byte-level text (a text file or the built-in corpus) through `t`: the ids `remat tokenize` would
+// write for it as one document, encoded on every thread.
 data::TokenDataset tokenized(const data::TokenDataset& text, const tok::Tokenizer& t) {
   std::string bytes(text.size(), '\0');
   for (size_t i = 0; i < text.size(); ++i) bytes[i] = char(text[i]);
   std::vector<uint32_t> ids;
   {
-    std::vector<int32_t> out;
-    t.encode(bytes, out);
+    const std::vector<int32_t> out = tok::encode_document(t, bytes);
     ids.assign(out.begin(), out.end());
   }
   return data::TokenDataset::from_tokens(ids, text.description() + " through " + t.name() + ": " +
@@ -33,7 +35,8 @@ data::TokenDataset tokenized(const data::TokenDataset& text, const tok::Tokenize
 
 // (train, validation): the last val_fraction of the data validates (views of one mapping), or, with
 // val_data, all of the data trains and val_data validates.
-std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions& o, int64_t T) {
+std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions& o, int64_t T,
+                                                             const tok::Tokenizer* tokenizer) {
   data::TokenDataset all;
   if (o.random_tokens > 0) {
     std::vector<uint16_t> t(size_t(o.random_tokens));
@@ -43,9 +46,8 @@ std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions&
   } else {
     all = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
   }
-  std::unique_ptr<tok::Tokenizer> tokenizer;
-  if (!tok::is_bytes(o.tokenizer) && o.random_tokens == 0) {
-    tokenizer = tok::load_tokenizer(o.tokenizer);
+  if (o.random_tokens > 0) tokenizer = nullptr;
+  if (tokenizer) {
     tok::check_fits(*tokenizer, o.model.V);
     if (all.byte_level()) all = tokenized(all, *tokenizer);
   }
@@ -82,19 +84,10 @@ std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions&
 size_t data_bytes_for(const TrainOptions& o) {
   Allocator& a = Allocator::global();
   const size_t before = a.active(Category::Data);
-  size_t held = 0;
-  if (o.random_tokens > 0) {
-    const std::vector<uint16_t> t(size_t(o.random_tokens));
-    const data::TokenDataset d = data::TokenDataset::from_tokens(t, "random tokens", false);
-    held = a.active(Category::Data) - before;
-  } else {
-    const data::TokenDataset d = data::TokenDataset::load(o.data, data::parse_format(o.data_format));
-    std::optional<data::TokenDataset> v;
-    if (!o.val_data.empty()) v = data::TokenDataset::load(o.val_data, data::parse_format(o.data_format));
-    held = a.active(Category::Data) - before;
-  }
-  return held;
+  std::unique_ptr<tok::Tokenizer> t;
+  if (!tok::is_bytes(o.tokenizer) && o.random_tokens == 0) t = tok::load_tokenizer(o.tokenizer);
+  const auto data = load_split(o, std::max<int64_t>(o.seq, 1), t.get());  // no --seq (plan): any window
+  return a.active(Category::Data) - before;
 }
-
 
 }  // namespace remat

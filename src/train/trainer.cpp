@@ -82,7 +82,7 @@ Trainer::Trainer(const TrainOptions& o) {
     throw Error("checkpoint", "the data the checkpoint trained on, " + quote_name(o.data) + ", is gone",
                 "give --data with the file's new path; its content is checked against the checkpoint's record");
   if (!tok::is_bytes(o.tokenizer)) s.tokenizer = tok::load_tokenizer(o.tokenizer);
-  auto [tr, va] = load_split(o, T);
+  auto [tr, va] = load_split(o, T, s.tokenizer.get());
   if (o.val_data.empty() || o.random_tokens > 0) {
     std::string n = std::to_string(va.size());
     for (size_t k = n.size(); k > 3; k -= 3) n.insert(k - 3, ",");

@@ -4,10 +4,13 @@
 // through the folder's tokenizer directly, and the refusals.
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "run.h"
 #include "tokenizer/tiny_bpe.h"
 
 using namespace remat_cli_test;
+using nlohmann::json;
 
 namespace {
 // The model folder: a 320-token tiny GPT-2 (the vocabulary's ids go to 300) with tokenizer.json.
@@ -66,6 +69,26 @@ TEST(TokenizerJourney, TextDataGoesThroughTheFoldersTokenizer) {
                                                     "--tokenizer", "bytes"}));
   ASSERT_EQ(b.exit_code, 0) << b.describe();
   EXPECT_EQ(b.out.find("through byte-level BPE"), std::string::npos) << b.out;
+}
+
+// Text read through the tokenizer by train holds the ids `remat tokenize` writes (the document
+// start, then the text's, in the same chunks): the two runs' losses are the same bits.
+TEST(TokenizerJourney, TextDataTrainsAsItsTokenFileDoes) {
+  TempDir dir;
+  const std::string folder = make_folder(dir);
+  const std::string txt = text_file(dir);
+  ASSERT_EQ(run_remat({"tokenize", "--tokenizer", folder, "--in", txt, "--out", dir / "play.bin"}).exit_code, 0);
+  std::vector<std::string> losses;
+  for (const std::string data : {txt, dir / "play.bin"}) {
+    const std::string m = dir / "m.jsonl";
+    const RunResult r = run_remat(train_from(folder, {"--data", data, "--steps", "3", "--batch", "4", "--sample-tokens", "0",
+                                                      "--quiet", "--metrics-out", m}));
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    std::string l;
+    for (const std::string& line : split_lines(slurp(m))) l += json::parse(line).at("loss").dump() + " ";
+    losses.push_back(l);
+  }
+  EXPECT_EQ(losses[0], losses[1]);
 }
 
 TEST(TokenizerJourney, ATokenizerLargerThanTheModelIsRefused) {
