@@ -8,9 +8,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -123,6 +125,50 @@ class Allocator {
   size_t handed_out_ = 0;  // rounded bytes of the live blocks
   uint64_t allocations_ = 0, allocated_bytes_ = 0;
   bool track_names_ = true;
+};
+
+// An array of trivially copyable T from the global accounting allocator, tagged and named, zeroed,
+// released when it goes: for tables that are not tensors (a tokenizer's). Movable, not copyable.
+template <class T>
+class AccountedArray {
+  static_assert(std::is_trivially_copyable_v<T>, "AccountedArray holds plain data");
+
+ public:
+  AccountedArray() = default;
+  AccountedArray(size_t n, Category cat, std::string name) : n_(n), cat_(cat), name_(std::move(name)) {
+    p_ = static_cast<T*>(Allocator::global().allocate(n * sizeof(T), cat_, name_));
+    if (n) std::memset(static_cast<void*>(p_), 0, n * sizeof(T));
+  }
+  AccountedArray(AccountedArray&& o) noexcept { *this = std::move(o); }
+  AccountedArray& operator=(AccountedArray&& o) noexcept {
+    if (this != &o) {
+      reset();
+      std::swap(p_, o.p_);
+      std::swap(n_, o.n_);
+      cat_ = o.cat_;
+      name_ = std::move(o.name_);
+    }
+    return *this;
+  }
+  AccountedArray(const AccountedArray&) = delete;
+  AccountedArray& operator=(const AccountedArray&) = delete;
+  ~AccountedArray() { reset(); }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return p_[i]; }
+  const T& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  void reset() {
+    if (p_) Allocator::global().release(p_, n_ * sizeof(T), cat_, name_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  size_t n_ = 0;
+  Category cat_ = Category::Data;
+  std::string name_;
 };
 
 // Heap bytes in use in this process that the accounting allocator does not hold: glibc's heap in use

@@ -1,6 +1,9 @@
 #include "tokenizer/byte_bpe.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
+#include <unordered_map>
 #include <queue>
 
 #include "core/error.h"
@@ -37,7 +40,6 @@ bool unmap(const std::string& s, std::string& out) {
   return true;
 }
 
-uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
 }  // namespace
 
 uint32_t byte_to_char(uint8_t b) {
@@ -49,6 +51,18 @@ uint32_t byte_to_char(uint8_t b) {
   return 256 + n;
 }
 
+namespace {
+constexpr uint64_t kUsed = uint64_t(1) << 63;  // ids are below 2^31: the pair's key never has this bit
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+size_t table_size(size_t entries) { return std::bit_ceil(std::max<size_t>(2 * entries, 16)); }
+}  // namespace
+
 ByteBpe::ByteBpe(const BpeSpec& spec) : source_(spec.source), ignore_merges_(spec.ignore_merges), pre_(spec.pre) {
   const std::string src = quote_name(spec.source);
   int64_t max_id = -1;
@@ -57,15 +71,18 @@ ByteBpe::ByteBpe(const BpeSpec& spec) : source_(spec.source), ignore_merges_(spe
   if (max_id < 0) throw Error(kC, src + " has an empty vocabulary", "is this a tokenizer file?");
   if (max_id >= INT32_MAX)
     throw Error(kC, src + " has token id " + std::to_string(max_id) + ", too large for an int32 id");
-  bytes_.resize(size_t(max_id) + 1);
-  present_.assign(size_t(max_id) + 1, false);
+  // Checked and gathered in std containers first (freed when the constructor returns), then laid
+  // out flat in the accounting allocator.
+  const size_t n = size_t(max_id) + 1;
+  std::vector<std::string> bytes(n);
+  std::vector<bool> present(n, false);
   std::unordered_map<std::string, int32_t> by_string;  // vocabulary string (mapped form) -> id
   std::string raw;
   for (const auto& [s, id] : spec.vocab) {
     if (id < 0) throw Error(kC, src + ": token " + quote_name(s) + " has negative id " + std::to_string(id));
-    if (present_[size_t(id)])
+    if (present[size_t(id)])
       throw Error(kC, src + ": id " + std::to_string(id) + " is given to two tokens (" + quote_name(s) + " and " +
-                          quote_name(bytes_[size_t(id)]) + ")", "the vocabulary is corrupt");
+                          quote_name(bytes[size_t(id)]) + ")", "the vocabulary is corrupt");
     bool is_added = false;
     for (const auto& a : spec.added) is_added |= a.id == id;
     if (!unmap(s, raw)) {
@@ -75,10 +92,9 @@ ByteBpe::ByteBpe(const BpeSpec& spec) : source_(spec.source), ignore_merges_(spe
                     "remat reads byte-level BPE vocabularies (GPT-2, LLaMA 3); for SentencePiece give tokenizer.model");
       raw = s;
     }
-    bytes_[size_t(id)] = raw;
-    present_[size_t(id)] = true;
+    bytes[size_t(id)] = raw;
+    present[size_t(id)] = true;
     by_string.emplace(s, int32_t(id));
-    if (ignore_merges_) whole_.emplace(raw, int32_t(id));
   }
   for (int b = 0; b < 256; ++b) {
     std::string ch;
@@ -91,7 +107,8 @@ ByteBpe::ByteBpe(const BpeSpec& spec) : source_(spec.source), ignore_merges_(spe
                   "a byte-level vocabulary holds all 256 bytes");
     byte_id_[size_t(b)] = it->second;
   }
-  merges_.reserve(spec.merges.size());
+  std::vector<Merge> merges;
+  merges.reserve(spec.merges.size());
   for (size_t r = 0; r < spec.merges.size(); ++r) {
     const auto& [a, b] = spec.merges[r];
     const auto ia = by_string.find(a), ib = by_string.find(b), iab = by_string.find(a + b);
@@ -102,21 +119,87 @@ ByteBpe::ByteBpe(const BpeSpec& spec) : source_(spec.source), ignore_merges_(spe
     if (iab == by_string.end())
       throw Error(kC, what + " makes " + quote_name(a + b) + ", which is not in the vocabulary",
                   "the merges do not belong to this vocabulary");
-    merges_.emplace(pair_key(ia->second, ib->second), Merge{int32_t(r), iab->second});  // first rank wins
+    merges.push_back({kUsed | (uint64_t(uint32_t(ia->second)) << 32) | uint32_t(ib->second), int32_t(r), iab->second});
   }
+  std::vector<std::pair<std::string, int32_t>> added;
   for (const auto& a : spec.added) {
     if (a.content.empty()) throw Error(kC, src + ": added token " + std::to_string(a.id) + " is empty");
-    if (!present_[size_t(a.id)]) {
-      bytes_[size_t(a.id)] = a.content;
-      present_[size_t(a.id)] = true;
+    if (!present[size_t(a.id)]) {
+      bytes[size_t(a.id)] = a.content;
+      present[size_t(a.id)] = true;
     }
-    added_.emplace_back(a.content, int32_t(a.id));
+    added.emplace_back(a.content, int32_t(a.id));
     added_first_[uint8_t(a.content[0])] = true;
     // A document's first token in llm.c's token files: GPT-2's end of text, LLaMA 3's beginning.
     if (a.content == "<|endoftext|>" || a.content == "<|begin_of_text|>") eot_ = int32_t(a.id);
   }
-  std::stable_sort(added_.begin(), added_.end(),
-                   [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+  std::stable_sort(added.begin(), added.end(), [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+
+  size_t total = 0;
+  for (const auto& b : bytes) total += b.size();
+  if (total >= UINT32_MAX) throw Error(kC, src + "'s tokens hold more than 4 GiB of text");
+  text_ = AccountedArray<char>(total, Category::Data, "tokenizer.vocab");
+  offset_ = AccountedArray<uint32_t>(n + 1, Category::Data, "tokenizer.vocab");
+  present_ = AccountedArray<uint8_t>(n, Category::Data, "tokenizer.vocab");
+  for (size_t id = 0, at = 0; id < n; ++id) {
+    offset_[id] = uint32_t(at);
+    std::memcpy(text_.data() + at, bytes[id].data(), bytes[id].size());
+    at += bytes[id].size();
+    offset_[id + 1] = uint32_t(at);
+    present_[id] = present[id];
+  }
+  merges_ = AccountedArray<Merge>(table_size(merges.size()), Category::Data, "tokenizer.merges");
+  for (const Merge& m : merges) {
+    const size_t mask = merges_.size() - 1;
+    size_t i = mix(m.key) & mask;
+    while (merges_[i].key != 0 && merges_[i].key != m.key) i = (i + 1) & mask;
+    if (merges_[i].key == 0) merges_[i] = m;  // a repeated pair: the first rank wins
+  }
+  if (ignore_merges_) {
+    whole_ = AccountedArray<int32_t>(table_size(spec.vocab.size()), Category::Data, "tokenizer.whole");
+    for (const auto& [s, id] : spec.vocab) {
+      const std::string_view t = token(int32_t(id));
+      const size_t mask = whole_.size() - 1;
+      size_t i = std::hash<std::string_view>{}(t) & mask;
+      while (whole_[i] != 0 && token(whole_[i] - 1) != t) i = (i + 1) & mask;
+      if (whole_[i] == 0) whole_[i] = int32_t(id) + 1;
+    }
+  }
+  size_t added_total = 0;
+  for (const auto& a : added) added_total += a.first.size();
+  added_text_ = AccountedArray<char>(added_total, Category::Data, "tokenizer.added");
+  added_off_ = AccountedArray<uint32_t>(added.size() + 1, Category::Data, "tokenizer.added");
+  added_id_ = AccountedArray<int32_t>(added.size(), Category::Data, "tokenizer.added");
+  for (size_t k = 0, at = 0; k < added.size(); ++k) {
+    added_off_[k] = uint32_t(at);
+    std::memcpy(added_text_.data() + at, added[k].first.data(), added[k].first.size());
+    at += added[k].first.size();
+    added_off_[k + 1] = uint32_t(at);
+    added_id_[k] = added[k].second;
+  }
+}
+
+size_t ByteBpe::table_bytes() const {
+  return text_.size() + offset_.size() * sizeof(uint32_t) + present_.size() + merges_.size() * sizeof(Merge) +
+         whole_.size() * sizeof(int32_t) + added_text_.size() + added_off_.size() * sizeof(uint32_t) +
+         added_id_.size() * sizeof(int32_t);
+}
+
+const ByteBpe::Merge* ByteBpe::find_merge(int32_t left, int32_t right) const {
+  const uint64_t key = kUsed | (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
+  const size_t mask = merges_.size() - 1;
+  for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
+    if (merges_[i].key == key) return &merges_[i];
+    if (merges_[i].key == 0) return nullptr;
+  }
+}
+
+int32_t ByteBpe::find_whole(std::string_view bytes) const {
+  const size_t mask = whole_.size() - 1;
+  for (size_t i = std::hash<std::string_view>{}(bytes) & mask;; i = (i + 1) & mask) {
+    if (whole_[i] == 0) return -1;
+    if (token(whole_[i] - 1) == bytes) return whole_[i] - 1;
+  }
 }
 
 std::string ByteBpe::name() const {
@@ -125,9 +208,8 @@ std::string ByteBpe::name() const {
 
 void ByteBpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
   if (ignore_merges_) {
-    auto it = whole_.find(std::string(piece));
-    if (it != whole_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = find_whole(piece); id >= 0) {
+      out.push_back(id);
       return;
     }
   }
@@ -154,8 +236,7 @@ void ByteBpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) co
   const auto push = [&](int32_t pos) {
     if (pos < 0 || sym[size_t(pos)].next < 0) return;
     const int32_t l = sym[size_t(pos)].id, r = sym[size_t(sym[size_t(pos)].next)].id;
-    auto it = merges_.find(pair_key(l, r));
-    if (it != merges_.end()) heap.push({it->second.rank, pos, l, r});
+    if (const Merge* m = find_merge(l, r)) heap.push({m->rank, pos, l, r});
   };
   for (size_t i = 0; i + 1 < n; ++i) push(int32_t(i));
   while (!heap.empty()) {
@@ -164,7 +245,7 @@ void ByteBpe::encode_piece(std::string_view piece, std::vector<int32_t>& out) co
     Sym& s = sym[size_t(c.pos)];
     if (s.id != c.left || s.next < 0 || sym[size_t(s.next)].id != c.right) continue;  // stale
     const int32_t gone = s.next;
-    s.id = merges_.at(pair_key(c.left, c.right)).id;
+    s.id = find_merge(c.left, c.right)->id;
     s.next = sym[size_t(gone)].next;
     if (s.next >= 0) sym[size_t(s.next)].prev = c.pos;
     sym[size_t(gone)].id = -1;  // dead: no stale entry can match it
@@ -198,13 +279,14 @@ void ByteBpe::encode_ordinary(std::string_view text, std::vector<int32_t>& out) 
 
 void ByteBpe::encode(std::string_view text, std::vector<int32_t>& out) const {
   size_t done = 0;
-  if (!added_.empty()) {
+  if (added_id_.size() > 0) {
     for (size_t i = 0; i < text.size(); ++i) {
       if (!added_first_[uint8_t(text[i])]) continue;
-      for (const auto& [content, id] : added_) {
+      for (size_t k = 0; k < added_id_.size(); ++k) {
+        const std::string_view content(added_text_.data() + added_off_[k], added_off_[k + 1] - added_off_[k]);
         if (text.substr(i).starts_with(content)) {
           encode_ordinary(text.substr(done, i - done), out);
-          out.push_back(id);
+          out.push_back(added_id_[k]);
           done = i + content.size();
           i = done - 1;
           break;
@@ -222,7 +304,7 @@ std::string ByteBpe::decode(std::span<const int32_t> ids) const {
     if (!present_[size_t(id)])
       throw Error(kC, "token id " + std::to_string(id) + " is not in the vocabulary of " + name(),
                   "the ids were made by another tokenizer");
-    out += bytes_[size_t(id)];
+    out += token(id);
   }
   return out;
 }

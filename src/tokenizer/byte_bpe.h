@@ -7,10 +7,10 @@
 #include <array>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "core/allocator.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
 
@@ -45,27 +45,39 @@ class ByteBpe final : public Tokenizer {
   void encode(std::string_view text, std::vector<int32_t>& out) const override;
   using Tokenizer::encode;
   std::string decode(std::span<const int32_t> ids) const override;
-  int64_t vocab_size() const override { return static_cast<int64_t>(bytes_.size()); }
+  int64_t vocab_size() const override { return static_cast<int64_t>(present_.size()); }
   std::string name() const override;
   std::optional<int32_t> document_start() const override { return eot_; }
+  size_t table_bytes() const override;
 
  private:
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
   void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
 
-  std::string source_;
-  std::vector<std::string> bytes_;  // id -> its bytes
-  std::vector<bool> present_;       // id -> in the vocabulary (ids may have gaps)
-  std::array<int32_t, 256> byte_id_{};
+  std::string_view token(int32_t id) const { return {text_.data() + offset_[size_t(id)], offset_[size_t(id) + 1] - offset_[size_t(id)]}; }
+  // The merge of (left, right), or null; the id of a piece that is a whole token, or -1.
   struct Merge {
+    uint64_t key;  // kUsed | left << 32 | right; 0: an empty slot
     int32_t rank, id;
   };
-  std::unordered_map<uint64_t, Merge> merges_;  // (left << 32 | right) -> rank, merged id
-  std::unordered_map<std::string, int32_t> whole_;  // bytes -> id, for ignore_merges
+  const Merge* find_merge(int32_t left, int32_t right) const;
+  int32_t find_whole(std::string_view bytes) const;
+
+  std::string source_;
+  // The tables live in the accounting allocator (Category::Data, "tokenizer.*"), flat: a 128k-token
+  // vocabulary's are tens of MB, which a run's memory report must show.
+  AccountedArray<char> text_;         // every id's bytes, concatenated
+  AccountedArray<uint32_t> offset_;   // id -> [offset_[id], offset_[id + 1]) in text_
+  AccountedArray<uint8_t> present_;   // id -> in the vocabulary (ids may have gaps)
+  AccountedArray<Merge> merges_;      // open addressing on the pair, a power of two long
+  AccountedArray<int32_t> whole_;     // open addressing on the bytes: id + 1, 0 empty (ignore_merges)
+  AccountedArray<char> added_text_;   // added tokens' contents, longest first
+  AccountedArray<uint32_t> added_off_;
+  AccountedArray<int32_t> added_id_;
+  std::array<int32_t, 256> byte_id_{};
   bool ignore_merges_ = false;
   Pretokenizer pre_ = Pretokenizer::Gpt2;
-  std::vector<std::pair<std::string, int32_t>> added_;  // longest first
-  std::array<bool, 256> added_first_{};                 // a byte that starts an added token
+  std::array<bool, 256> added_first_{};  // a byte that starts an added token
   std::optional<int32_t> eot_;
 };
 

@@ -35,6 +35,9 @@ class Tokenizer {
   // The id that starts each document of a token file, when the tokenizer has one, as the models'
   // own data preparation puts it: GPT-2's <|endoftext|> (as llm.c does), SentencePiece's <s> (LLaMA 2).
   virtual std::optional<int32_t> document_start() const { return std::nullopt; }
+  // The bytes of this tokenizer's tables in the accounting allocator (Category::Data): 0 for bytes,
+  // and for SentencePiece, whose tables are the library's own.
+  virtual size_t table_bytes() const { return 0; }
 };
 
 // Byte values as ids (V = 256); decode(encode(x)) == x for any bytes.

@@ -96,9 +96,11 @@ Trainer::Trainer(const TrainOptions& o) {
   if (world.size() > 1) check_ranks_agree(o, s.train_data.fingerprint(), s.val_data.fingerprint());
   s.sampler = std::make_unique<data::BatchSampler>(s.train_data, micro, T, o.seed);
   s.val_sampler = std::make_unique<data::BatchSampler>(s.val_data, micro, T, o.seed + 1);
-  // Split parts share their parent's buffer; --val-data is a buffer of its own (0 bytes when mapped).
+  // Split parts share their parent's buffer; --val-data is a buffer of its own (0 bytes when mapped);
+  // the tokenizer's tables are data too.
   s.data_bytes = s.train_data.buffer_bytes() +
-                 (o.val_data.empty() || o.random_tokens > 0 ? 0 : s.val_data.buffer_bytes());
+                 (o.val_data.empty() || o.random_tokens > 0 ? 0 : s.val_data.buffer_bytes()) +
+                 (s.tokenizer ? s.tokenizer->table_bytes() : 0);
   s.rank_accum = s.accum / o.ranks;
   if (o.ranks > 1) s.dp = std::make_unique<dist::DataParallel>(*s.model, world, dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum, o.overlap_reduction});
   const Shard shard = s.dp ? s.dp->shard() : Shard{};

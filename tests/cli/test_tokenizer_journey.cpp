@@ -64,6 +64,9 @@ TEST(TokenizerJourney, TextDataGoesThroughTheFoldersTokenizer) {
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_NE(r.out.find("through byte-level BPE"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("(token ids)"), std::string::npos) << r.out;  // the sample is decoded
+  // The tokenizer's tables are data in the accounting allocator (Bpe.TablesAreInTheAccountingAllocator),
+  // and in the prediction.
+  EXPECT_NE(r.out.find("whole step: predicted = measured, to the byte"), std::string::npos) << r.out;
   // --tokenizer bytes keeps the old reading, byte by byte.
   const RunResult b = run_remat(train_from(folder, {"--data", txt, "--steps", "1", "--batch", "4", "--sample-tokens", "0",
                                                     "--tokenizer", "bytes"}));

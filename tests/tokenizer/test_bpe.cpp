@@ -2,6 +2,8 @@
 // layouts, the bytes tokenizer, and every bad input as a one-line remat::Error.
 #include <gtest/gtest.h>
 
+#include "core/allocator.h"
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -94,6 +96,20 @@ TEST_F(Bpe, BytesTokenizerRoundTripsAnyBytes) {
   EXPECT_EQ(t->decode(t->encode(all)), all);
   EXPECT_EQ(t->vocab_size(), 256);
   expect_error([&] { t->decode(std::vector<int32_t>{65, 256}); }, "token id 256 is outside the vocabulary");
+}
+
+TEST_F(Bpe, TablesAreInTheAccountingAllocator) {
+  remat::Allocator& a = remat::Allocator::global();
+  const size_t before = a.active(remat::Category::Data);
+  {
+    const auto t = load_tokenizer(put("tokenizer.json", tiny_json().dump()));
+    EXPECT_GT(t->table_bytes(), 301u * sizeof(uint32_t));  // at least the offsets of 301 ids
+    EXPECT_EQ(a.active(remat::Category::Data) - before, t->table_bytes());
+    const auto names = a.by_name();
+    for (const char* n : {"tokenizer.vocab", "tokenizer.merges", "tokenizer.added"})
+      EXPECT_GT(names.at(n).active, 0u) << n;
+  }
+  EXPECT_EQ(a.active(remat::Category::Data), before);  // all given back
 }
 
 TEST_F(Bpe, BadFilesAreOneLineErrors) {
