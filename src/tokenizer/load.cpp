@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "tokenizer/byte_bpe.h"
+#include "tokenizer/token_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace remat::tok {
@@ -46,6 +47,11 @@ std::unique_ptr<Tokenizer> vocab_and_merges(const fs::path& vocab) {
   return std::make_unique<ByteBpe>(read_vocab_merges(vocab.string(), merges.string()));
 }
 }  // namespace
+
+size_t Tokenizer::cut(std::string_view s, size_t from, size_t* next) const {
+  *next = safe_cut(s, from);
+  return *next;
+}
 
 std::unique_ptr<Tokenizer> bytes_tokenizer() { return std::make_unique<Bytes>(); }
 

@@ -91,13 +91,14 @@ void encode_chunks(const Tokenizer& tok, const std::vector<std::string_view>& ch
 }  // namespace
 
 std::vector<int32_t> encode_document(const Tokenizer& tok, std::string_view text, size_t chunk_bytes) {
-  const size_t chunk = std::max<size_t>(chunk_bytes, 1);
+  const size_t chunk = chunk_bytes ? chunk_bytes : tok.chunk_bytes();
   std::vector<std::string_view> chunks;
   for (size_t pos = 0; pos < text.size();) {
-    size_t cut = pos + chunk < text.size() ? safe_cut(text, pos + chunk) : std::string_view::npos;
-    if (cut == std::string_view::npos) cut = text.size();
+    size_t next = std::string_view::npos;
+    size_t cut = pos + chunk < text.size() ? tok.cut(text, pos + chunk, &next) : std::string_view::npos;
+    if (cut == std::string_view::npos) cut = next = text.size();
     chunks.push_back(text.substr(pos, cut - pos));
-    pos = cut;
+    pos = next;
   }
   std::vector<std::vector<int32_t>> ids(chunks.size());
   encode_chunks(tok, chunks, ids, 0);
@@ -126,7 +127,7 @@ TokenizeResult tokenize_files(const Tokenizer& tok, const std::vector<std::strin
 
   const auto t0 = std::chrono::steady_clock::now();
   const int threads = omp_get_max_threads();
-  const size_t chunk = std::max<size_t>(opt.chunk_bytes, 1);
+  const size_t chunk = opt.chunk_bytes ? opt.chunk_bytes : tok.chunk_bytes();
   const size_t block = chunk * size_t(std::max(4, 2 * threads));  // bytes read per batch
   uint64_t done = 0;  // input bytes encoded
   std::string pending;
@@ -155,14 +156,15 @@ TokenizeResult tokenize_files(const Tokenizer& tok, const std::vector<std::strin
         // A chunk also ends at the first place it may at or after the validation part's start.
         size_t target = pos + chunk;
         if (val_start > done + pos && val_start - done < target) target = size_t(val_start - done);
-        size_t cut = target < pending.size() ? safe_cut(pending, target) : std::string_view::npos;
+        size_t next = std::string_view::npos;
+        size_t cut = target < pending.size() ? tok.cut(pending, target, &next) : std::string_view::npos;
         if (cut == std::string_view::npos) {
           if (!eof) break;
-          cut = pending.size();
+          cut = next = pending.size();
         }
         chunks.emplace_back(pending.data() + pos, cut - pos);
         starts.push_back(done + pos);
-        pos = cut;
+        pos = next;
       }
       ids.assign(chunks.size() + 1, {});
       if (first && tok.document_start()) ids[0].push_back(*tok.document_start());
@@ -184,7 +186,7 @@ TokenizeResult tokenize_files(const Tokenizer& tok, const std::vector<std::strin
   if (val) {
     if (val->count() == 0)
       throw Error(kC, "the validation part is empty: the last " + std::to_string(opt.val_fraction) +
-                          " of the text holds no place to cut it (an ASCII letter or digit before a space or newline)",
+                          " of the text holds no place where the tokenizer may cut it (such as an ASCII letter or digit before a space)",
                   "use a larger --val-fraction, or none");
     val->finish();
   }

@@ -35,6 +35,13 @@ class Tokenizer {
   // The id that starts each document of a token file, when the tokenizer has one, as the models'
   // own data preparation puts it: GPT-2's <|endoftext|> (as llm.c does), SentencePiece's <s> (LLaMA 2).
   virtual std::optional<int32_t> document_start() const { return std::nullopt; }
+  // Where text may be cut into chunks that are encoded one by one (on many threads) and still give
+  // the ids of the whole text: the first chunk end at or after `from`, or std::string_view::npos;
+  // the next chunk starts at *next (>= the end: bytes between are implied by how the next chunk is
+  // encoded). By default, token_file.h's safe_cut, with nothing skipped.
+  virtual size_t cut(std::string_view s, size_t from, size_t* next) const;
+  // The chunk size remat tokenize and train use with this tokenizer.
+  virtual size_t chunk_bytes() const { return size_t(1) << 20; }
   // The bytes of this tokenizer's tables in the accounting allocator (Category::Data): 0 for bytes,
   // and for SentencePiece, whose tables are the library's own.
   virtual size_t table_bytes() const { return 0; }

@@ -3,12 +3,14 @@
 // same decoded text on the built-in corpus, a hostile text and 10,000 random strings. Skips, naming
 // the package, when python3 or its sentencepiece module is missing.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "reference_tools.h"
+#include "tokenizer/token_file.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace remat_tok_test;
@@ -88,3 +90,22 @@ TEST_F(SentencePieceReference, BuiltinCorpus) { expect_same({corpus_text()}, tru
 TEST_F(SentencePieceReference, HostileText) { expect_same({hostile_text()}, true); }
 
 TEST_F(SentencePieceReference, TenThousandRandomStrings) { expect_same(random_texts(10000), true); }
+
+// With LLaMA 2's settings (a dummy prefix, pieces split at white space), text is cut into chunks at
+// a single space between ASCII letters or digits, which the next chunk's dummy prefix stands for:
+// the chunks' ids are the whole text's, at any chunk size and thread count.
+TEST_F(SentencePieceReference, ChunksGiveTheWholeTextsIds) {
+  const std::string text = corpus_text().substr(0, 60000);
+  std::vector<int32_t> want;
+  if (tok_->document_start()) want.push_back(*tok_->document_start());
+  tok_->encode(text, want);
+  size_t next = 0;
+  EXPECT_EQ(tok_->cut("ab cd", 0, &next), 2u);
+  EXPECT_EQ(next, 3u);  // the space is skipped
+  EXPECT_EQ(tok_->cut("ab. cd  ef\nx", 0, &next), std::string_view::npos);
+  for (size_t chunk : {size_t(1), size_t(100), size_t(4096)})
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      EXPECT_EQ(remat::tok::encode_document(*tok_, text, chunk), want) << "chunk " << chunk << ", " << threads << " threads";
+    }
+}
