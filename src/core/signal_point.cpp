@@ -1,5 +1,7 @@
 #include "core/signal_point.h"
 
+#include "core/error.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -39,11 +41,28 @@ Injection* injection() {
 
 std::atomic<const std::atomic<int>*> g_taken{nullptr};
 
+// REMAT_TEST_FAIL=<phase>[:<n>]
+Injection* failure() {
+  static Injection* inj = []() -> Injection* {
+    const char* env = std::getenv("REMAT_TEST_FAIL");
+    if (!env || !*env) return nullptr;
+    static Injection i;
+    const std::string s = env;
+    const size_t a = s.find(':');
+    i.phase = s.substr(0, a);
+    if (a != std::string::npos) i.nth = std::atol(s.substr(a + 1).c_str());
+    return &i;
+  }();
+  return inj;
+}
+
 }  // namespace
 
 void set_signal_taken(const std::atomic<int>* flag) { g_taken.store(flag); }
 
 void signal_point(const char* phase) {
+  if (Injection* f = failure(); f && f->phase == phase && ++f->seen == f->nth)
+    throw Error("test", std::string("injected failure at ") + phase + " " + std::to_string(f->nth) + " (REMAT_TEST_FAIL)");
   Injection* inj = injection();
   if (!inj || inj->phase != phase || ++inj->seen != inj->nth) return;
   ::kill(::getpid(), inj->sig);

@@ -5,6 +5,9 @@
 // kill(1) does) and waits until the handler has taken it (at most 5 s), so the signal lands inside
 // that phase. Without the variable, signal_point costs one branch on a cached flag.
 // Phases: "scan" (reading the data), "step", "validation", "sample", "save".
+// With REMAT_TEST_FAIL=<phase>[:<n>], the n-th pass throws remat::Error("test", "injected failure
+// ...") instead: an error in the middle of a run, as a failing disk or a bad input would raise
+// (tests of how every rank of an MPI job stops on one rank's error).
 #pragma once
 #include <atomic>
 

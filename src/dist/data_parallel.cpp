@@ -24,6 +24,7 @@ DataParallel::DataParallel(Model& model, const Comm& comm, Parallelism p) : mode
   REMAT_ASSERT(emulated_ || comm.size() == p.ranks, "DataParallel: one process per rank, or one process for all");
   losses_.assign(size_t(local_ranks()), 0.0);
   const auto& params = model.params();
+  for (const Param& q : params) off_.push_back(chunks(q.value.numel(), p.ranks));
   if (emulated_) {
     for (const Param& q : params) sum_.push_back(Tensor::zeros(q.value.shape(), Category::Gradient, q.name + ".grad_sum"));
     return;
@@ -55,7 +56,7 @@ void DataParallel::start(Bucket& b) {
   const int N = p_.ranks;
   for (size_t i : b.params) {
     Param& q = model_.params()[i];
-    const std::vector<int64_t> off = chunks(q.grad.numel(), N);
+    const std::vector<int64_t>& off = off_[i];
     const int64_t mine = off[size_t(comm_.rank()) + 1] - off[size_t(comm_.rank())];
     b.recv.push_back(Tensor::empty({int64_t(N) * mine}, Category::Workspace, q.name + ".reduce"));
     if (!shape_only()) b.a2a.push_back(comm_.all_to_all(q.grad.data(), off, b.recv.back().data()));
@@ -75,7 +76,7 @@ void DataParallel::progress() {
     // This rank's chunk, summed in rank order: the same additions whatever MPI did.
     for (size_t k = 0; k < b.params.size(); ++k) {
       Param& q = model_.params()[b.params[k]];
-      const std::vector<int64_t> off = chunks(q.grad.numel(), N);
+      const std::vector<int64_t>& off = off_[b.params[k]];
       const int64_t lo = off[size_t(r)], n = off[size_t(r) + 1] - lo;
       float* dst = q.grad.data() + lo;
       const float* in = b.recv[k].data();
@@ -144,7 +145,8 @@ void DataParallel::after_update() {
   // Every rank's updated chunk of every parameter, then each bf16 copy from its whole master (the
   // rank's own chunk was rounded by the update: the same rounding).
   std::vector<Pending> gathers;
-  for (Param& q : model_.params()) gathers.push_back(comm_.all_gather(q.value.data(), chunks(q.value.numel(), p_.ranks)));
+  auto& params = model_.params();
+  for (size_t i = 0; i < params.size(); ++i) gathers.push_back(comm_.all_gather(params[i].value.data(), off_[i]));
   for (Pending& g : gathers) g.wait();
   for (Param& q : model_.params())
     if (q.lowp.defined()) kernels::to_bf16_parallel(q.lowp.data_bf16(), q.value.data(), q.value.numel());
@@ -154,21 +156,22 @@ double DataParallel::grad_norm() const {
   const auto& params = model_.params();
   const int N = p_.ranks;
   if (shape_only()) return 0;
-  auto chunk_sq = [N](const Param& q, int r) {  // the sum of squares of chunk r of q's gradient
-    const std::vector<int64_t> off = chunks(q.grad.numel(), N);
-    return kernels::sum_squares(q.grad.cspan().subspan(size_t(off[size_t(r)]), size_t(off[size_t(r) + 1] - off[size_t(r)])));
+  auto chunk_sq = [&](size_t i, int r) {  // the sum of squares of chunk r of parameter i's gradient
+    const std::vector<int64_t>& off = off_[i];
+    return kernels::sum_squares(
+        params[i].grad.cspan().subspan(size_t(off[size_t(r)]), size_t(off[size_t(r) + 1] - off[size_t(r)])));
   };
   // Under ZeRO-1 a rank holds only its chunks reduced: every rank's are gathered ([rank][param]).
   std::vector<double> all;
   const bool gathered = p_.zero == 1 && !emulated_;
   if (gathered) {
     std::vector<double> mine;
-    for (const Param& q : params) mine.push_back(chunk_sq(q, comm_.rank()));
+    for (size_t i = 0; i < params.size(); ++i) mine.push_back(chunk_sq(i, comm_.rank()));
     all = comm_.allgather(mine);
   }
   double sq = 0;
   for (size_t i = 0; i < params.size(); ++i)
-    for (int r = 0; r < N; ++r) sq += gathered ? all[size_t(r) * params.size() + i] : chunk_sq(params[i], r);
+    for (int r = 0; r < N; ++r) sq += gathered ? all[size_t(r) * params.size() + i] : chunk_sq(i, r);
   return std::sqrt(sq);
 }
 
@@ -184,7 +187,7 @@ void DataParallel::gather_moments(const std::vector<Tensor>& shard, std::vector<
   for (size_t i = 0; i < params.size(); ++i) {
     const Param& q = params[i];
     if (comm_.rank() == 0) full->push_back(Tensor::empty(q.value.shape(), Category::OptimizerState, shard[i].name() + ".gathered"));
-    comm_.gather(shard[i].data(), chunks(q.value.numel(), p_.ranks), comm_.rank() == 0 ? full->back().data() : nullptr);
+    comm_.gather(shard[i].data(), off_[i], comm_.rank() == 0 ? full->back().data() : nullptr);
   }
 }
 

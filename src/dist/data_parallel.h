@@ -76,6 +76,7 @@ class DataParallel : public StepExtension {
   Parallelism p_;
   std::vector<std::unique_ptr<Bucket>> buckets_;  // one per block, then one for the rest
   std::vector<Bucket*> order_;                    // the started ones, in the order they started
+  std::vector<std::vector<int64_t>> off_;         // per parameter: its N chunks' bounds (chunks())
   std::vector<Tensor> sum_;                       // emulated ranks: the gradient summed so far
   std::vector<double> losses_;                    // per local rank
   int micro_ = 0;                                 // micro-batches done in this rank's step

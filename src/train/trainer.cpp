@@ -93,7 +93,11 @@ Trainer::Trainer(const TrainOptions& o) {
   }
   s.train_data = std::move(tr);
   s.val_data = std::move(va);
-  if (world.size() > 1) check_ranks_agree(o, s.train_data.fingerprint(), s.val_data.fingerprint());
+  // The data's fingerprints (one pass over its tokens each): the ranks compare them, a save records them.
+  std::optional<std::pair<Fingerprint, Fingerprint>> data_fp;
+  if (world.size() > 1 || !o.save_dir.empty() || !o.resume.empty())
+    data_fp.emplace(s.train_data.fingerprint(), s.val_data.fingerprint());
+  if (world.size() > 1) check_ranks_agree(o, data_fp->first, data_fp->second);
   s.sampler = std::make_unique<data::BatchSampler>(s.train_data, micro, T, o.seed);
   s.val_sampler = std::make_unique<data::BatchSampler>(s.val_data, micro, T, o.seed + 1);
   // Split parts share their parent's buffer; --val-data is a buffer of its own (0 bytes when mapped);
@@ -110,9 +114,9 @@ Trainer::Trainer(const TrainOptions& o) {
   if (!o.resume.empty()) resumed = read_run_state(find_checkpoint(o.resume));
   const bool legacy = resumed && resumed->version < 3;
   s.identity.run = resumed && !legacy ? resumed->identity.run : new_run_id();
-  if (!o.save_dir.empty() || resumed) {  // the data's fingerprint: one pass over its tokens
-    s.identity.train_data = s.train_data.fingerprint();
-    s.identity.val_data = s.val_data.fingerprint();
+  if (!o.save_dir.empty() || resumed) {
+    s.identity.train_data = data_fp->first;
+    s.identity.val_data = data_fp->second;
   }
   if (resumed) {
     // Weights, moments and the step are the whole state: batches (BatchSampler::sample(step * accum

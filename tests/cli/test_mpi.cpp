@@ -218,6 +218,21 @@ TEST_F(Mpi, ARankKilledMidStepStopsEveryRank) {
   EXPECT_EQ(r.out.find("val loss"), std::string::npos) << "the run cannot have finished: " << r.out;
 }
 
+TEST_F(Mpi, ARankFailingMidStepStopsEveryRankWithItsMessage) {
+  // Rank 1 raises an error at its third step while rank 0 is inside a collective: the job ends with
+  // rank 1's message and a non-zero status, and no rank is left waiting.
+  SpawnOptions o;
+  o.launcher = mpirun(1);
+  o.launcher.insert(o.launcher.end(), {REMAT_BINARY, "train", "--preset", "tiny", "--steps", "50", "--batch", "4",
+                                       "--eval-every", "0", "--sample-tokens", "0", "--no-progress", ":", "-np", "1",
+                                       "-x", "REMAT_TEST_FAIL=step:3"});
+  const RunResult r = Child(tiny_train({"--steps", "50", "--batch", "4"}), o).finish(120);
+  EXPECT_FALSE(r.timed_out) << "a rank that fails must not leave the other waiting";
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.err.find("injected failure at step 3"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.out.find("val loss"), std::string::npos) << "the run cannot have finished: " << r.out;
+}
+
 TEST(PlanRanks, BadRankFlagsAreRefusedByName) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--zero", "1"}, "--zero needs --ranks"},
