@@ -26,6 +26,7 @@ struct TraceFlags {
   std::string recompute = "block";
   bool recompute_last = false;
   std::string segment_replay = "boundaries";
+  std::string policy = "none";
   int64_t batch = 8, micro_batch = 0;
   std::string svg;
   bool svg_persistent = false;
@@ -60,6 +61,9 @@ void add_trace(CLI::App& root) {
   app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
   app->add_option("--segment-replay", f.segment_replay, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")
       ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
+  app->add_option("--policy", f.policy, "Selective recomputation inside stored blocks, as in remat train: a preset of "
+                                        "the model, none | selective | gelu | norms (GPT-2) | swiglu | norms (LLaMA)")
+      ->capture_default_str();
   app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
   app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default: b = B); one micro-step is "
                                                    "traced, the other B/b - 1 repeat its events");
@@ -85,7 +89,7 @@ void add_trace(CLI::App& root) {
     IoPolicy().input(f.plan, "--plan").output(f.svg, "--svg").check();  // before any work (core/io_policy.h)
     std::optional<StepPlan> plan;
     if (!f.plan.empty()) {
-      for (const char* flag : {"--recompute", "--recompute-last", "--segment-replay"})
+      for (const char* flag : {"--recompute", "--recompute-last", "--segment-replay", "--policy"})
         if (app->get_option(flag)->count() > 0)
           throw Error("cli", std::string(flag) + " cannot be combined with --plan", "the plan file gives the schedule");
       plan = read_plan_file(f.plan);
@@ -94,10 +98,12 @@ void add_trace(CLI::App& root) {
     }
     StrategySpec spec = parse_strategy(plan ? "none" : f.recompute, int(cfg.L), f.recompute_last,
                                        f.segment_replay == "internals");
-    const std::string label = plan ? "plan " + f.plan + " (" + plan->summary + ")" : spec.label();
+    const std::string label = plan ? "plan " + f.plan + " (" + plan->summary + ")"
+                                   : spec.label() + (f.policy == "none" ? "" : ", policy " + f.policy);
     const auto model = make_model(cfg);
     const std::vector<NamePolicy> policies = plan ? named_block_policies(*model, plan->block_policy)
                                                   : std::vector<NamePolicy>{};
+    const NamePolicy policy = model->policy(f.policy);  // throws naming the presets
     // What Trainer::step holds besides the model: the data set (the built-in corpus, what remat
     // train reads without --data), one micro-batch's token buffers and AdamW's moments, so that the
     // step traced is the whole step a budget counts.
@@ -113,6 +119,7 @@ void add_trace(CLI::App& root) {
     StepOptions so;
     so.schedule = plan ? plan->schedule : make_schedule(spec, int(cfg.L));
     so.block_policy = policy_pointers(policies);
+    if (!policy.keeps_all()) so.policy = &policy;
     if (plan) so.block_attention = plan->block_attention;  // a plan's kernel per block, if it mixes them
     // Each sample: the live bytes right after its event, and at the event's highest total (the
     // allocator's peak since the previous sample; peaks then restart). The step's peaks are the
@@ -165,7 +172,8 @@ void add_trace(CLI::App& root) {
     adamw_step(*model, adam_m, adam_v, AdamWSettings{}, grad_norm(*model), 1e-3f, 1);
     event("optimizer step (gradient norm, AdamW)", TimelineSample::Phase::Optimizer);
     const size_t predicted = plan ? plan->activation_peak
-                                  : planner::simulate_memory(planner::trace_step(*model, micro, T), so.schedule).peak_activation;
+                                  : planner::simulate_memory(planner::trace_step(*model, micro, T, so.policy), so.schedule)
+                                        .peak_activation;
     StepOptions dry = so;
     dry.trace = nullptr;
     const size_t predicted_step = dry_run_step(cfg, micro, T, accum, dry, corpus.buffer_bytes()).peak_total;

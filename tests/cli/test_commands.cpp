@@ -75,6 +75,24 @@ Summary trace_summary(const std::string& out) {
   return s;
 }
 
+// trace --policy, as train's: the policy's drops show in the measured peak, which its prediction
+// matches, and the title names it; an unknown preset is refused by name, and so is --policy with --plan.
+TEST(CliCommands, TraceTakesAPolicy) {
+  const auto peak = [](const std::string& out) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(out, m, std::regex("peak activation (\\S+ \\S+) measured, (\\S+ \\S+) predicted"))) << out;
+    EXPECT_EQ(m[1].str(), m[2].str()) << out;
+    return m[1].str();
+  };
+  const RunResult none = ok({"trace", "--layers", "3", "--recompute", "none"});
+  const RunResult sel = ok({"trace", "--layers", "3", "--recompute", "none", "--policy", "selective"});
+  EXPECT_TRUE(has(sel.out, "strategy none, policy selective")) << sel.out;
+  EXPECT_NE(peak(none.out), peak(sel.out));
+  const RunResult bad = run_remat({"trace", "--layers", "3", "--policy", "bogus"});
+  EXPECT_EQ(bad.exit_code, 1) << bad.describe();
+  EXPECT_TRUE(has(bad.err, "unknown policy 'bogus'")) << bad.err;
+}
+
 TEST(CliCommands, TraceBlockSkipsTheLastRecompute) {
   const RunResult r = ok({"trace", "--layers", "3", "--recompute", "block"});
   const std::vector<std::string> expect{
