@@ -8,6 +8,7 @@
 
 #include "cli/cmd_plan_textbook.h"
 #include "cli/flags.h"
+#include "planner/comm.h"
 #include "planner/planner.h"
 #include "core/error.h"
 #include "core/io_policy.h"
@@ -35,6 +36,7 @@ struct PlanFlags {
   std::string out, svg, data, data_format = "auto";
   std::string calibration;
   int64_t ranks = 1, zero = 0;
+  std::string bandwidth, latency = "5us";
 };
 // "12.00 MiB (6.29 M elements, bf16)": one boundary |x| in bytes, elements and the residual stream's dtype.
 std::string boundary_text(size_t bytes, const ModelConfig& c) {
@@ -154,6 +156,9 @@ void add_plan(CLI::App& root) {
   app->add_option("--ranks", f.ranks, "Data-parallel ranks: also print the model state per rank under each ZeRO stage "
                                       "(Rajbhandari et al. 2020's count beside remat's)");
   app->add_option("--zero", f.zero, "With --ranks: the ZeRO stage to mark (0-3; remat trains 0 and 1)");
+  app->add_option("--bandwidth", f.bandwidth, "With --ranks: each rank's link, e.g. 25Gbit or 10GB (per second): also "
+                                              "predict the communication and step time per rank (latency-bandwidth model)");
+  app->add_option("--latency", f.latency, "With --bandwidth: the latency per message, e.g. 5us")->capture_default_str();
   app->callback([flags, app]() {
     PlanFlags& f = *flags;
     f.model.apply_threads();  // plan runs no kernel, but a bad --threads is still refused
@@ -182,6 +187,13 @@ void add_plan(CLI::App& root) {
       throw Error("cli", "--ranks must be between 1 and 1000000, got " + std::to_string(f.ranks), "e.g. --ranks 8");
     if (f.zero < 0 || f.zero > 3) throw Error("cli", "--zero must be 0, 1, 2 or 3, got " + std::to_string(f.zero), "e.g. --zero 1");
     if (given("--zero") && !given("--ranks")) throw Error("cli", "--zero needs --ranks", "e.g. --ranks 8 --zero 1");
+    if ((given("--bandwidth") || given("--latency")) && !given("--ranks"))
+      throw Error("cli", std::string(given("--bandwidth") ? "--bandwidth" : "--latency") + " needs --ranks",
+                  "e.g. --ranks 8 --bandwidth 25Gbit");
+    if (given("--latency") && !given("--bandwidth")) throw Error("cli", "--latency needs --bandwidth", "e.g. --bandwidth 25Gbit");
+    std::optional<planner::Link> link;
+    if (given("--bandwidth"))
+      link = planner::Link{planner::parse_bandwidth(f.bandwidth, "--bandwidth"), planner::parse_latency(f.latency, "--latency")};
     if (given("--ranks") && (budget || f.json))
       throw Error("cli", std::string(budget ? "--budget" : "--json") + " with --ranks is not supported yet: plans are priced "
                          "for one process (a rank's activations are the same; its model state is in the --ranks table)",
@@ -352,6 +364,7 @@ void add_plan(CLI::App& root) {
     print_terms(cands.problem.traces[0], *model, f.model.preset);
     if (given("--ranks")) print_model_state_per_rank(cfg, int(f.ranks), int(f.zero));
     if (given("--ranks") && f.zero == 3) print_zero3_gathers(cfg, int(f.ranks));
+    if (link) print_step_time_per_rank(cfg, int(f.ranks), int(f.zero), micro, T, f.batch / micro, *link, f.bandwidth, f.latency);
     if (f.model.preset == "gpt3-175b") print_self_test_a(cands, target);
     std::printf("remat plan: %s; |x| = %s; candidates per block: %s%s\n", title.c_str(),
                 boundary_text(cands.problem.traces[0].boundary_bytes, cands.cfg).c_str(), [&] {

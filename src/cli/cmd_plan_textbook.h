@@ -6,6 +6,7 @@
 
 #include "model/model.h"
 #include "planner/budget.h"
+#include "planner/comm.h"
 #include "planner/planner.h"
 
 namespace remat::cli {
@@ -27,4 +28,9 @@ void print_model_state_per_rank(const ModelConfig& cfg, int ranks, int zero);
 // With --zero 3: the all-gathers each textbook schedule implies, against FSDP with activation
 // checkpointing's two per block in the backward.
 void print_zero3_gathers(const ModelConfig& cfg, int ranks);
+// Per rank and optimizer step (`accum` micro-batches of micro x T on each rank): the collectives'
+// time at `link` (planner/comm.h) and the compute time at this machine's measured sgemm rate, and
+// the step time between all and none of the communication hidden, for none, block and sqrt.
+void print_step_time_per_rank(const ModelConfig& cfg, int ranks, int zero, int64_t micro, int64_t T, int64_t accum,
+                              const planner::Link& link, const std::string& bandwidth, const std::string& latency);
 }  // namespace remat::cli

@@ -1,6 +1,10 @@
 // remat plan --ranks N: the model state per rank under ZeRO (Rajbhandari et al. 2020, Figure 1's
 // accounting) beside remat's own.
+#include <omp.h>
+
 #include <algorithm>
+#include <chrono>
+#include <vector>
 #include <cstdio>
 #include <string>
 
@@ -8,6 +12,9 @@
 #include "planner/planner.h"
 #include "planner/zero.h"
 #include "core/allocator.h"
+#include "core/tensor.h"
+#include "kernels/gemm.h"
+#include "planner/comm.h"
 
 namespace remat::cli {
 
@@ -65,6 +72,65 @@ void print_zero3_gathers(const ModelConfig& cfg, int ranks) {
                   h.held_peak == 1 ? "" : "s");
     std::printf("  %-8s %8lld %9lld %22s %10lld %26s\n", name, (long long)g.forward, (long long)g.backward, held,
                 (long long)fsdp, format_bytes(size_t(std::max(0.0, saved))).c_str());
+  }
+}
+
+namespace {
+// This machine's sgemm rate at the current thread count: the median of 5 products of 1024 x 1024
+// matrices (2 * 1024^3 FLOPs each), in FLOP/s.
+double sgemm_rate() {
+  constexpr int64_t n = 1024;
+  Tensor a = Tensor::zeros({n, n}, Category::Workspace, "plan.rate.a"), b = Tensor::zeros({n, n}, Category::Workspace, "plan.rate.b"),
+         c = Tensor::empty({n, n}, Category::Workspace, "plan.rate.c");
+  for (int64_t i = 0; i < n * n; ++i) a.data()[i] = b.data()[i] = float(i % 7) * 0.1f;
+  std::vector<double> s;
+  for (int r = 0; r < 6; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    if (r > 0) s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return 2.0 * double(n * n * n) / s[s.size() / 2];
+}
+
+std::string secs(double s) {
+  char b[32];
+  if (s >= 1) std::snprintf(b, sizeof b, "%.2f s", s);
+  else std::snprintf(b, sizeof b, "%.1f ms", s * 1e3);
+  return b;
+}
+}  // namespace
+
+void print_step_time_per_rank(const ModelConfig& cfg, int ranks, int zero, int64_t micro, int64_t T, int64_t accum,
+                              const planner::Link& link, const std::string& bandwidth, const std::string& latency) {
+  const auto model = planner::shape_only_model(cfg);
+  const planner::StepTrace tr = planner::trace_step(*model, micro, T);
+  const double rate = sgemm_rate();
+  const int L = int(cfg.L);
+  std::printf("step time per rank (%lld micro-batch%s of %lld x T %lld on each rank), --zero %d, --bandwidth %s (%s/s), "
+              "--latency %s:\n", (long long)accum, accum == 1 ? "" : "es", (long long)micro, (long long)T, zero,
+              bandwidth.c_str(), format_bytes(size_t(link.bytes_per_s)).c_str(), latency.c_str());
+  std::printf("  model: compute = FLOPs / this machine's sgemm rate (%.1f GFLOP/s at %d thread%s); communication by the "
+              "latency-bandwidth model (Hockney 1994) of ring collectives (Thakur, Rabenseifner and Gropp 2005), one per "
+              "tensor: (N-1) x latency + (N-1)/N x bytes / bandwidth; the step between all of it hidden behind compute, "
+              "max(compute, communication), and none, their sum%s\n",
+              rate / 1e9, omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s",
+              zero == 3 ? "; ZeRO-3's gathers as the schedule implies them (remat does not run ZeRO-3 yet)" : "");
+  std::printf("  %-8s %16s %12s %18s %12s %12s %24s\n", "strategy", "compute GFLOP", "compute", "collectives", "received",
+              "comm", "step");
+  for (const char* name : {"none", "block", "sqrt"}) {
+    const Schedule s = make_schedule(parse_strategy(name, L, false), L);
+    double flops = tr.embed.fwd_flops() + tr.embed.bwd_flops() + tr.head.fwd_flops() + tr.head.bwd_flops();
+    for (const planner::PartTrace& b : tr.blocks) flops += b.bwd_flops();
+    for (const Action& a : s)
+      if (a.kind == Action::Kind::Forward) flops += tr.blocks[size_t(a.block)].fwd_flops();
+    flops *= double(accum);
+    const planner::CommStep c = planner::comm_per_step(cfg, zero, s, accum);
+    const double compute = flops / rate, comm = c.seconds(ranks, link);
+    char step[64];
+    std::snprintf(step, sizeof step, "%s .. %s", secs(std::max(compute, comm)).c_str(), secs(compute + comm).c_str());
+    std::printf("  %-8s %16.4g %12s %18lld %12s %12s %24s\n", name, flops / 1e9, secs(compute).c_str(),
+                (long long)c.collectives, format_bytes(size_t(c.received_bytes(ranks))).c_str(), secs(comm).c_str(), step);
   }
 }
 

@@ -239,6 +239,9 @@ TEST(PlanRanks, BadRankFlagsAreRefusedByName) {
       {{"--ranks", "2", "--zero", "4"}, "--zero must be 0, 1, 2 or 3, got 4"},
       {{"--ranks", "0"}, "--ranks must be between 1 and 1000000, got 0"},
       {{"--ranks", "2", "--json"}, "--json with --ranks is not supported yet"},
+      {{"--bandwidth", "25Gbit"}, "--bandwidth needs --ranks"},
+      {{"--ranks", "2", "--latency", "5us"}, "--latency needs --bandwidth"},
+      {{"--ranks", "2", "--bandwidth", "fast"}, "--bandwidth 'fast' is not a positive number with a unit"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args{"plan", "--preset", "tiny"};
@@ -247,6 +250,15 @@ TEST(PlanRanks, BadRankFlagsAreRefusedByName) {
     EXPECT_EQ(r.exit_code, 1) << r.describe();
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
   }
+}
+
+TEST(PlanRanks, BandwidthPredictsTheStepTimePerRank) {
+  const RunResult r = run_remat({"plan", "--preset", "tiny", "--ranks", "4", "--zero", "3", "--bandwidth", "1GB"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find("step time per rank (1 micro-batch of 8 x T 64 on each rank), --zero 3, --bandwidth 1GB"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("latency-bandwidth model (Hockney 1994)"), std::string::npos) << r.out;
+  for (const char* s : {"\n  none ", "\n  block ", "\n  sqrt "}) EXPECT_NE(r.out.find(s), std::string::npos) << s << r.out;
 }
 
 TEST_F(Mpi, RanksOtherThanTheProcessCountAreRefused) {
