@@ -204,15 +204,22 @@ TEST_F(Mpi, AnInterruptStopsEveryRankAtOneStepAndRankZeroSaves) {
   EXPECT_TRUE(found) << "no checkpoint in " << dir / "ck";
 }
 
-TEST_F(Mpi, ARankKilledMidStepStopsEveryRank) {
-  // Rank 1 dies at its third step (SIGKILL: nothing of remat's runs), rank 0 is inside a collective:
-  // the job ends, with a non-zero status, instead of waiting forever.
+namespace {
+// A 50-step tiny run on 2 ranks (MPMD), rank 1 with `env` set: the job's result.
+RunResult run_with_rank1_env(const std::string& env) {
   SpawnOptions o;
   o.launcher = mpirun(1);
   o.launcher.insert(o.launcher.end(), {REMAT_BINARY, "train", "--preset", "tiny", "--steps", "50", "--batch", "4",
                                        "--eval-every", "0", "--sample-tokens", "0", "--no-progress", ":", "-np", "1",
-                                       "-x", "REMAT_TEST_SIGNAL=step:9:3"});
-  const RunResult r = Child(tiny_train({"--steps", "50", "--batch", "4"}), o).finish(120);
+                                       "-x", env});
+  return Child(tiny_train({"--steps", "50", "--batch", "4"}), o).finish(120);
+}
+}  // namespace
+
+TEST_F(Mpi, ARankKilledMidStepStopsEveryRank) {
+  // Rank 1 dies at its third step (SIGKILL: nothing of remat's runs), rank 0 is inside a collective:
+  // the job ends, with a non-zero status, instead of waiting forever.
+  const RunResult r = run_with_rank1_env("REMAT_TEST_SIGNAL=step:9:3");
   EXPECT_FALSE(r.timed_out) << "a rank that dies must not leave the other waiting";
   EXPECT_NE(r.exit_code, 0) << r.describe();
   EXPECT_EQ(r.out.find("val loss"), std::string::npos) << "the run cannot have finished: " << r.out;
@@ -221,12 +228,7 @@ TEST_F(Mpi, ARankKilledMidStepStopsEveryRank) {
 TEST_F(Mpi, ARankFailingMidStepStopsEveryRankWithItsMessage) {
   // Rank 1 raises an error at its third step while rank 0 is inside a collective: the job ends with
   // rank 1's message and a non-zero status, and no rank is left waiting.
-  SpawnOptions o;
-  o.launcher = mpirun(1);
-  o.launcher.insert(o.launcher.end(), {REMAT_BINARY, "train", "--preset", "tiny", "--steps", "50", "--batch", "4",
-                                       "--eval-every", "0", "--sample-tokens", "0", "--no-progress", ":", "-np", "1",
-                                       "-x", "REMAT_TEST_FAIL=step:3"});
-  const RunResult r = Child(tiny_train({"--steps", "50", "--batch", "4"}), o).finish(120);
+  const RunResult r = run_with_rank1_env("REMAT_TEST_FAIL=step:3");
   EXPECT_FALSE(r.timed_out) << "a rank that fails must not leave the other waiting";
   EXPECT_NE(r.exit_code, 0) << r.describe();
   EXPECT_NE(r.err.find("injected failure at step 3"), std::string::npos) << r.describe();

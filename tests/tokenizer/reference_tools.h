@@ -108,6 +108,17 @@ inline int compare_ids(const remat::tok::Tokenizer& tok, const std::vector<std::
   return differ;
 }
 
+// Byte-level BPE encodes every byte, invalid UTF-8 too (which no JavaScript reference can be asked
+// about: its strings cannot hold it), and decoding gives the bytes back: the texts that do not
+// round-trip (none).
+inline std::vector<std::string> invalid_utf8_not_round_tripped(const remat::tok::Tokenizer& tok, const std::string& hostile) {
+  std::vector<std::string> bad;
+  for (std::string s : {std::string("ab\xff\xfe cd\xc3 \xe2\x82\n"), std::string("\x80\x80\x80 x"),
+                        hostile + "\xed\xa0\x80\xc0\xaf"})
+    if (tok.decode(tok.encode(s)) != s) bad.push_back(s);
+  return bad;
+}
+
 // The built-in corpus's text (src/data/corpus), read from the source tree.
 inline std::string corpus_text() {
   return slurp(source_dir() / ".." / ".." / "src" / "data" / "corpus" / "shakespeare_excerpt.txt");

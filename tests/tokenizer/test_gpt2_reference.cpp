@@ -75,11 +75,5 @@ TEST_F(Gpt2Reference, HostileText) { expect_same({hostile_text()}); }
 TEST_F(Gpt2Reference, TenThousandRandomStrings) { expect_same(random_texts(10000)); }
 
 TEST_F(Gpt2Reference, InvalidUtf8RoundTrips) {
-  // JavaScript strings cannot hold invalid UTF-8, so the reference cannot be asked; byte-level BPE
-  // still encodes every byte, and decoding gives the bytes back.
-  for (std::string s : {std::string("ab\xff\xfe cd\xc3 \xe2\x82"), std::string("\x80\x80\x80 x"),
-                        hostile_text() + "\xed\xa0\x80\xc0\xaf"}) {
-    const auto ids = tok_->encode(s);
-    EXPECT_EQ(tok_->decode(ids), s);
-  }
+  EXPECT_TRUE(invalid_utf8_not_round_tripped(*tok_, hostile_text()).empty());
 }
