@@ -128,6 +128,7 @@ void add_bench(CLI::App& root) {
   CLI::App* app = root.add_subcommand("bench", "Time training steps under several strategies in one run");
   BenchFlags& f = *flags;
   f.model.add_to(*app, kDefaultPreset);
+  f.model.add_shape_from(*app);
   app->add_option("--recompute", f.strategies, "Rows to run, space separated: a strategy (none all block sqrt "
                                                "uniform:K segments:a,b,...), optionally with +POLICY (a preset of "
                                                "the model: selective, gelu, swiglu, norms) and flash+ / naive+ (e.g. "

@@ -32,6 +32,7 @@ void add_calibrate(CLI::App& root) {
   CLI::App* app = root.add_subcommand("calibrate", "Measure this machine's per-block costs for the planner's time model");
   CalibrateFlags& f = *flags;
   f.model.add_to(*app, kDefaultPreset);
+  f.model.add_shape_from(*app);
   app->add_option("--batch", f.batch, "B: sequences per forward (the micro-batch the calibration prices)")
       ->capture_default_str();
   app->add_option("--out", f.out, "The calibration file to write (JSON, written atomically)")->required();

@@ -128,6 +128,7 @@ void add_plan(CLI::App& root) {
   PlanFlags& f = *flags;
   f.model.allow_auto_attention = true;
   f.model.add_to(*app, kDefaultPreset);
+  f.model.add_shape_from(*app);
   app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
   app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward, whose activations are planned "
                                                    "(default: b = B)");

@@ -56,6 +56,7 @@ void add_trace(CLI::App& root) {
                                                "recompute and backward, block by block");
   TraceFlags& f = *flags;
   f.model.add_to(*app, kDefaultPreset);
+  f.model.add_shape_from(*app);
   app->add_option("--recompute", f.recompute, "Strategy: none | all | block | sqrt | uniform:K | segments:a,b,...")
       ->capture_default_str();
   app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");

@@ -123,7 +123,14 @@ DType parse_precision(const std::string& text, const std::string& flag) {
   throw Error("config", "unknown " + flag + " '" + text + "'", "use " + flag + " fp32 or " + flag + " bf16");
 }
 
+void ModelFlags::add_shape_from(CLI::App& app) {
+  app.add_option("--init-from", shape_from,
+                 "Take the model's shape from this .safetensors file or Hugging Face folder (its config.json), as "
+                 "remat train --init-from does; no weights are read. Model flags given beside it override the file's");
+}
+
 ModelConfig ModelFlags::config() const {
+  if (!shape_from.empty()) return config_for_file(shape_from);
   check_given();
   ModelConfig c = preset.empty() ? ModelConfig{} : remat::preset(preset);
   apply(c);
@@ -234,6 +241,7 @@ std::string ModelFlags::command_line(int64_t seq) const {
   const auto quoted = shell_quoted;
   // The preset only when given: train's default is the same (kDefaultPreset).
   std::string s = given("--preset") ? " --preset " + quoted(preset) : "";
+  if (!shape_from.empty()) s += " --init-from " + quoted(shape_from);
   for (const char* flag : {"--arch", "--layers", "--channels", "--heads", "--kv-heads", "--hidden", "--rope-theta",
                            "--vocab", "--block-size", "--dropout", "--attention", "--precision"}) {
     const CLI::Option* o = app_ ? app_->get_option_no_throw(flag) : nullptr;

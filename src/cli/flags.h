@@ -33,7 +33,12 @@ struct ModelFlags {
   // Registers --preset, --arch, --layers, --channels, --heads, --kv-heads, --hidden, --rope-theta,
   // --seq, --vocab, --block-size, --dropout, --attention, --precision, --fp32-residual, --threads on `app`.
   void add_to(CLI::App& app, const std::string& default_preset);
+  // For the commands that take a model's shape, not its weights (plan, bench, trace, calibrate):
+  // registers --init-from FILE|FOLDER, after which config() is config_for_file(that path).
+  void add_shape_from(CLI::App& app);
+  std::string shape_from;
   // The config: preset, then explicit flags; --seq sets the block size unless --block-size is given.
+  // With add_shape_from's --init-from given: config_for_file(it).
   ModelConfig config() const;
   // The config for --init-from `path` (a .safetensors file or a model folder, see read_config; --heads
   // stands in for the head count of a LLaMA file without config.json): the architecture stored in

@@ -269,6 +269,24 @@ TEST(CliFlags, OneDefaultModelForTrainBenchPlanAndTrace) {
   EXPECT_TRUE(has(ok({"trace"}).out, "trace of one step: " + model));
 }
 
+// --init-from gives plan, bench, trace and calibrate the model's shape, as it gives train its weights
+// and shape: a folder train --save wrote (config.json + weights), with model flags over it.
+TEST(CliFlags, InitFromGivesTheShapeToEveryCommand) {
+  TempDir d;
+  const std::string folder = d / "m";
+  ok({"train", "--preset", "tiny", "--layers", "3", "--channels", "96", "--heads", "3", "--steps", "1", "--eval-every",
+      "0", "--sample-tokens", "0", "--no-progress", "--quiet", "--save", folder + "/"});
+  const std::string model = "gpt2 L=3 C=96 NH=3";
+  EXPECT_TRUE(has(ok({"plan", "--init-from", folder}).out, "remat plan: " + model));
+  EXPECT_TRUE(has(ok({"trace", "--init-from", folder}).out, "trace of one step: " + model));
+  EXPECT_TRUE(has(ok({"bench", "--init-from", folder, "--recompute", "none", "--steps", "1", "--warmup", "0"}).out,
+                  "remat bench: " + model));
+  EXPECT_TRUE(has(ok({"plan", "--init-from", folder, "--layers", "2"}).out, "remat plan: gpt2 L=2 C=96 NH=3"));
+  // plan's use: line keeps the file, so the pasted command trains that model.
+  EXPECT_TRUE(has(ok({"plan", "--init-from", folder, "--budget", "64MiB"}).out, "--init-from " + folder));
+  EXPECT_USER_ERROR(run_remat({"plan", "--init-from", d / "nope"}), "nope");
+}
+
 TEST(CliFlags, PlanBatchIsPerStepAndMicroBatchPerForward) {
   const json a = json::parse(ok({"plan", "--preset", "tiny", "--batch", "8", "--micro-batch", "2", "--recompute",
                                  "none", "--json"}).out);
