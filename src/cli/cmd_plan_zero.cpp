@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "kernels/gemm.h"
 #include "planner/comm.h"
+#include "planner/pricing.h"
 
 namespace remat::cli {
 
@@ -50,10 +51,7 @@ void print_model_state_per_rank(const ModelConfig& cfg, int ranks, int zero) {
 
 void print_zero3_gathers(const ModelConfig& cfg, int ranks) {
   const auto model = planner::shape_only_model(cfg);
-  double block_bytes = 0;  // block 0's parameters as the matmuls read them (bf16 copies in bf16)
-  for (const Param& p : model->params())
-    if (const auto split = model->split_name(p.name); split && split->first == 0)
-      block_bytes += double(p.value.numel()) * (p.lowp.defined() ? 2.0 : 4.0);
+  const double block_bytes = planner::gathered_params(*model).block_bytes;
   const int L = int(cfg.L);
   std::printf("ZeRO-3 all-gathers per micro-batch, as the schedule implies them (remat does not run ZeRO-3 yet): a "
               "block's parameters are %s as gathered (each rank receives %d/%d of them); FSDP gathers each block once in "
@@ -120,16 +118,14 @@ void print_step_time_per_rank(const ModelConfig& cfg, int ranks, int zero, int64
               "comm", "step");
   for (const char* name : {"none", "block", "sqrt"}) {
     const Schedule s = make_schedule(parse_strategy(name, L, false), L);
-    double flops = tr.embed.fwd_flops() + tr.embed.bwd_flops() + tr.head.fwd_flops() + tr.head.bwd_flops();
-    for (const planner::PartTrace& b : tr.blocks) flops += b.bwd_flops();
-    for (const Action& a : s)
-      if (a.kind == Action::Kind::Forward) flops += tr.blocks[size_t(a.block)].fwd_flops();
-    flops *= double(accum);
+    const planner::ComputePrediction p = planner::predict_compute(tr, s);
+    const double flops = (p.fwd + p.bwd + p.recompute) * double(accum);
     const planner::CommStep c = planner::comm_per_step(cfg, zero, s, accum);
     const double compute = flops / rate, comm = c.seconds(ranks, link);
     char step[64];
     std::snprintf(step, sizeof step, "%s .. %s", secs(std::max(compute, comm)).c_str(), secs(compute + comm).c_str());
-    std::printf("  %-8s %16.4g %12s %18lld %12s %12s %24s\n", name, flops / 1e9, secs(compute).c_str(),
+    std::printf(flops >= 1e10 ? "  %-8s %16.1f %12s %18lld %12s %12s %24s\n" : "  %-8s %16.4g %12s %18lld %12s %12s %24s\n",
+                name, flops / 1e9, secs(compute).c_str(),
                 (long long)c.collectives, format_bytes(size_t(c.received_bytes(ranks))).c_str(), secs(comm).c_str(), step);
   }
 }

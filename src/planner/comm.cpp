@@ -11,36 +11,34 @@
 
 namespace remat::planner {
 
+GatheredParams gathered_params(const Model& model) {
+  GatheredParams g;
+  for (const Param& p : model.params()) {
+    const double read = double(p.value.numel()) * (p.lowp.defined() ? 2.0 : 4.0);
+    const auto split = model.split_name(p.name);
+    if (split && split->first == 0) ++g.block_tensors, g.block_bytes += read;
+    if (!split) ++g.rest_tensors, g.rest_bytes += read;
+  }
+  return g;
+}
+
 CommStep comm_per_step(const ModelConfig& cfg, int zero, const Schedule& schedule, int64_t micro_batches) {
   REMAT_ASSERT(zero >= 0 && zero <= 3 && micro_batches >= 1, "comm_per_step: zero 0..3, micro_batches >= 1");
   const auto model = shape_only_model(cfg);
+  // Every fp32 gradient is reduce-scattered; under stages 0-2 the gradient or the parameter is then
+  // all-gathered too.
+  const int64_t per_tensor = zero < 3 ? 2 : 1;
   CommStep c;
-  double block0 = 0, rest = 0;  // bytes as the matmuls read them: block 0's, and outside the blocks
   for (const Param& p : model->params()) {
-    const double fp32 = double(p.value.numel()) * 4;
-    const double read = p.lowp.defined() ? double(p.value.numel()) * 2 : fp32;
-    const auto split = model->split_name(p.name);
-    if (split && split->first == 0) block0 += read;
-    if (!split) rest += read;
-    if (zero < 3) {  // reduce-scatter the gradient, all-gather the gradient or the parameter
-      c.collectives += 2;
-      c.tensor_bytes += 2 * fp32;
-    } else {  // reduce-scatter the gradient
-      c.collectives += 1;
-      c.tensor_bytes += fp32;
-    }
+    c.collectives += per_tensor;
+    c.tensor_bytes += double(per_tensor) * double(p.value.numel()) * 4;
   }
   if (zero == 3) {
-    int64_t block_tensors = 0, rest_tensors = 0;
-    for (const Param& p : model->params()) {
-      const auto split = model->split_name(p.name);
-      if (split && split->first == 0) ++block_tensors;
-      if (!split) ++rest_tensors;
-    }
-    const GatherCount g = zero3_gathers(schedule, false);
-    const double gathers = double(g.forward + g.backward) * double(micro_batches);
-    c.collectives += int64_t(gathers) * block_tensors + 2 * micro_batches * rest_tensors;
-    c.tensor_bytes += gathers * block0 + 2.0 * double(micro_batches) * rest;
+    const GatheredParams g = gathered_params(*model);
+    const GatherCount n = zero3_gathers(schedule, false);
+    const int64_t gathers = (n.forward + n.backward) * micro_batches;
+    c.collectives += gathers * g.block_tensors + 2 * micro_batches * g.rest_tensors;
+    c.tensor_bytes += double(gathers) * g.block_bytes + 2.0 * double(micro_batches) * g.rest_bytes;
   }
   return c;
 }

@@ -27,6 +27,15 @@ struct CommStep {
   }
 };
 
+// The parameters ZeRO-3 would gather, as the matmuls read them (bf16 copies under bf16, else fp32):
+// one block's (block 0's; every block has the same), and those outside the blocks (embedding, final
+// norm, head): tensors and bytes.
+struct GatheredParams {
+  int64_t block_tensors = 0, rest_tensors = 0;
+  double block_bytes = 0, rest_bytes = 0;
+};
+GatheredParams gathered_params(const Model& model);
+
 // Per rank and optimizer step of `micro_batches` micro-batches under `schedule`:
 // - stages 0 and 1, as remat runs them: each parameter's fp32 gradient reduce-scattered, then the
 //   reduced gradient (0) or the updated fp32 parameter (1) all-gathered;

@@ -91,6 +91,11 @@ TEST(CliCommands, TraceTakesAPolicy) {
   const RunResult bad = run_remat({"trace", "--layers", "3", "--policy", "bogus"});
   EXPECT_EQ(bad.exit_code, 1) << bad.describe();
   EXPECT_TRUE(has(bad.err, "unknown policy 'bogus'")) << bad.err;
+  TempDir d;
+  ok({"plan", "--layers", "3", "--budget", "64MiB", "--out", d / "p.json"});
+  const RunResult both = run_remat({"trace", "--layers", "3", "--plan", d / "p.json", "--policy", "selective"});
+  EXPECT_EQ(both.exit_code, 1) << both.describe();
+  EXPECT_TRUE(has(both.err, "--policy cannot be combined with --plan")) << both.err;
 }
 
 TEST(CliCommands, TraceBlockSkipsTheLastRecompute) {

@@ -242,6 +242,7 @@ TEST(PlanRanks, BadRankFlagsAreRefusedByName) {
       {{"--ranks", "0"}, "--ranks must be between 1 and 1000000, got 0"},
       {{"--ranks", "2", "--json"}, "--json with --ranks is not supported yet"},
       {{"--bandwidth", "25Gbit"}, "--bandwidth needs --ranks"},
+      {{"--latency", "5us"}, "--latency needs --ranks"},
       {{"--ranks", "2", "--latency", "5us"}, "--latency needs --bandwidth"},
       {{"--ranks", "2", "--bandwidth", "fast"}, "--bandwidth 'fast' is not a positive number with a unit"},
   };
