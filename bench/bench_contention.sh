@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Training throughput alone and beside one busy process (issue #11, "Contention"), for OpenMP wait
-# policies of `remat train` and for the PyTorch peer. Prints one table: tokens/s, the median of RUNS
-# runs, each run the mean over its steps after the first WARM (total tokens / total step time).
+# Training throughput alone and beside one and two busy processes, for remat train's default and for
+# fixed OpenMP settings (passive, active, --threads 1), and for the PyTorch peer. Prints one table:
+# tokens/s, the median of RUNS runs, each run the mean over its steps after the first WARM (total
+# tokens / total step time), and the default's share of the best fixed setting in each column.
 # Settings run interleaved, round by round, so that they see the same background load.
 #
 #   bash bench/bench_contention.sh [REMAT_BINARY]      (default: build/remat)
@@ -17,7 +18,8 @@
 # session priority instead, as root:
 #   setsid bash -c 'echo -15 > /proc/self/autogroup; exec bash bench/bench_contention.sh'
 # PEER: ../shared/peers (skipped when absent, or without python3-torch).
-# The busy process is `sh -c 'while :; do :; done'`, not pinned: a second program that wants a core.
+# A busy process is `sh -c 'while :; do :; done'`, not pinned: another program that wants a core.
+# LOADS (default "0 1 2"): the numbers of busy processes, one column each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 remat=$(realpath "${1:-build/remat}")
@@ -27,9 +29,9 @@ warm=${WARM:-2}
 nice_n=${NICE:-0}
 peer=${PEER:-../shared/peers}
 tmp=$(mktemp -d)
-busy=""
+busy=()
 cleanup() {
-  [[ -n $busy ]] && kill "$busy" 2>/dev/null || true
+  [[ ${#busy[@]} -gt 0 ]] && kill "${busy[@]}" 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -47,6 +49,7 @@ settings+=(
   "remat, wait policy unset (remat's default)|u"
   "remat, GOMP_SPINCOUNT=300000 (libgomp's default)|e GOMP_SPINCOUNT=300000"
   "remat, OMP_WAIT_POLICY=passive|e OMP_WAIT_POLICY=passive"
+  "remat, OMP_WAIT_POLICY=active|e OMP_WAIT_POLICY=active"
   "remat, --threads 1|t"
 )
 for n in ${SPINS:-}; do settings+=("remat, GOMP_SPINCOUNT=$n|e GOMP_SPINCOUNT=$n"); done
@@ -83,28 +86,55 @@ run_one() {
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 declare -A res
-for load in alone busy; do
-  if [[ $load == busy ]]; then
+loads=(${LOADS:-0 1 2})
+for load in "${loads[@]}"; do
+  for ((k = 0; k < load; k++)); do
     nice -n "$nice_n" sh -c 'while :; do :; done' &
-    busy=$!
-  fi
+    busy+=($!)
+  done
   for ((r = 1; r <= runs; r++)); do
     for i in "${!settings[@]}"; do
       res[$load,$i]+="$(run_one "${settings[$i]#*|}") "
     done
-    echo "bench_contention: $load, round $r of $runs done (load average $(cut -d' ' -f1 /proc/loadavg))" >&2
+    echo "bench_contention: $load busy, round $r of $runs done (load average $(cut -d' ' -f1 /proc/loadavg))" >&2
   done
-  if [[ -n $busy ]]; then kill "$busy"; wait "$busy" 2>/dev/null || true; busy=""; fi
+  if [[ ${#busy[@]} -gt 0 ]]; then kill "${busy[@]}"; wait "${busy[@]}" 2>/dev/null || true; busy=(); fi
 done
 
 echo "remat: $remat ($("$remat" --version | head -1)); $(nproc) cores; median of $runs runs of $steps steps (first $warm left out); niceness $nice_n"
 echo
-echo "| setting | alone, tokens/s | beside one busy process, tokens/s | busy / alone |"
-echo "|---|---|---|---|"
-for i in "${!settings[@]}"; do
-  # shellcheck disable=SC2086
-  a=$(median ${res[alone,$i]}) b=$(median ${res[busy,$i]})
-  echo "| ${settings[$i]%%|*} | $a | $b | $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b / a}') |"
+head="| setting |" rule="|---|"
+for load in "${loads[@]}"; do
+  case $load in 0) head+=" alone |" ;; 1) head+=" beside 1 busy process |" ;; *) head+=" beside $load busy processes |" ;; esac
+  rule+="---|"
 done
+echo "$head"; echo "$rule"
+declare -A med
+for i in "${!settings[@]}"; do
+  row="| ${settings[$i]%%|*} |"
+  for load in "${loads[@]}"; do
+    # shellcheck disable=SC2086
+    med[$load,$i]=$(median ${res[$load,$i]})
+    row+=" ${med[$load,$i]} |"
+  done
+  echo "$row"
+done
+# The default's share of the best fixed remat setting (passive, active, --threads 1) in each column.
+def=-1
+for i in "${!settings[@]}"; do [[ ${settings[$i]#*|} == u ]] && def=$i; done
+row="| remat's default / best fixed setting |"
+for load in "${loads[@]}"; do
+  best=0
+  for i in "${!settings[@]}"; do
+    case ${settings[$i]} in *passive*|*active*|*"--threads 1"*) [[ ${settings[$i]} == remat* ]] || continue
+      best=$(awk -v a="$best" -v b="${med[$load,$i]}" 'BEGIN {print (b > a ? b : a)}') ;; esac
+  done
+  row+=" $(awk -v d="${med[$load,$def]}" -v b="$best" 'BEGIN {printf "%.2fx", d / b}') |"
+done
+echo "$row"
 echo
-for i in "${!settings[@]}"; do echo "runs, ${settings[$i]%%|*}: alone ${res[alone,$i]}; busy ${res[busy,$i]}"; done
+for i in "${!settings[@]}"; do
+  line="runs, ${settings[$i]%%|*}:"
+  for load in "${loads[@]}"; do line+=" $load busy: ${res[$load,$i]};"; done
+  echo "$line"
+done

@@ -13,6 +13,7 @@
 
 #include "cli/bench.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "core/io_policy.h"
 #include "planner/calibration.h"
 
@@ -171,6 +172,8 @@ void add_bench(CLI::App& root) {
     BenchFlags& f = *flags;
     auto given = [&](const char* name) { return app->get_option(name)->count() > 0; };
     f.model.apply_threads();
+    // A calibration (given, or made by --time-model) is of one thread count: its rows run at that count.
+    if (f.calibration.empty() && !f.time_model) threads::enable_unless_fixed(given("--threads"), stderr);
     if (f.steps < 1)
       throw Error("bench", "--steps must be at least 1, got " + std::to_string(f.steps), "e.g. --steps 5");
     if (f.warmup < 0)

@@ -15,6 +15,7 @@
 
 #include "cli/flags.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "model/sample.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
@@ -100,6 +101,7 @@ void add_sample(CLI::App& root) {
       check_threads(f.threads);
       omp_set_num_threads(int(f.threads));
     }
+    threads::enable_unless_fixed(app->get_option("--threads")->count() > 0, stderr);
     const bool text_prompt = app->get_option("--prompt")->count() > 0;
     const bool id_prompt = app->get_option("--prompt-tokens")->count() > 0;
     if (text_prompt && id_prompt)

@@ -8,6 +8,7 @@
 #include "cli/flags.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "core/io_policy.h"
 #include "dist/comm.h"
 #include "tokenizer/tokenizer.h"
@@ -218,6 +219,8 @@ void add_train(CLI::App& root) {
       f.o.save.clear();
       f.report_json.clear();
     }
+    // The cores other busy processes leave, unless --threads or the environment fixes the count.
+    threads::enable_unless_fixed(given("--threads"), world.rank() == 0 ? stderr : nullptr);
     if (!f.o.resume.empty()) {
       merge_resume(*app, f.model, f.o);
     } else {

@@ -20,6 +20,7 @@
 #include "cli/flags.h"
 #include "cli/numbers.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "dist/comm.h"
 
 #ifndef REMAT_VERSION
@@ -61,9 +62,11 @@ void default_openmp_wait_policy(char** argv) {
     const bool reexecuted = n && std::string(n) == kSpinCountDefault && !std::getenv(kWaitPolicyVar);
     ::unsetenv(kDefaultedMarker);
     if (reexecuted) {  // libgomp has read the default
+      remat::threads::set_default_wait_policy(true);
       g_wait_policy = std::string(kSpinCountVar) + "=" + kSpinCountDefault +
-                      ": idle threads spin briefly, then sleep (remat's default; set " + kWaitPolicyVar + " or " +
-                      kSpinCountVar + " to choose another)";
+                      ": idle threads spin briefly, then sleep, and train, bench and sample run on the cores other "
+                      "busy processes leave (remat's default; set " + kWaitPolicyVar + " or " + kSpinCountVar +
+                      " to choose another)";
       ::unsetenv(kSpinCountVar);
       return;
     }

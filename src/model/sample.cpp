@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "core/signal_point.h"
+#include "core/threads.h"
 
 namespace remat {
 
@@ -93,6 +94,7 @@ std::vector<int32_t> generate(const Model& model, std::span<const int32_t> promp
   std::mt19937_64 gen(o.seed);
   for (int64_t n = 0; n < o.tokens; ++n) {
     signal_point("sample");
+    threads::adapt();
     if (o.stop && o.stop->load() != 0) break;
     const std::vector<float> row = next_logits(model, ctx);
     const size_t drawable = o.vocab > 0 && o.vocab < V ? size_t(o.vocab) : row.size();

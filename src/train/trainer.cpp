@@ -29,6 +29,7 @@
 #include "train/save_dir.h"
 #include "train/trainer_impl.h"
 #include "core/signal_point.h"
+#include "core/threads.h"
 
 namespace remat {
 
@@ -242,6 +243,7 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
   Impl& s = *impl_;
   const TrainOptions& o = s.opt;
   signal_point("step");
+  threads::adapt();  // between parallel regions: the team may shrink or grow (core/threads.h)
   s.model->zero_grad();
   const StepOptions so = step_options();
   double loss = 0;

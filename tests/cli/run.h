@@ -59,6 +59,9 @@ struct SpawnOptions {
   rlim_t fsize_limit = 0;
   // A program that runs remat (mpirun -np 2 ...): its argv, before remat's own. Empty: remat itself.
   std::vector<std::string> launcher = {};
+  // OMP_NUM_THREADS=1 in the child, as the header says; false: the parent's environment as it is (a
+  // test of remat's own thread count).
+  bool one_thread = true;
 };
 
 // `remat args...` as a child process: stdout and stderr read as they come (so a test can wait for a
@@ -77,7 +80,7 @@ class Child {
       dup2(pe[1], 2);
       close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
       if (!opt.cwd.empty() && chdir(opt.cwd.c_str()) != 0) _exit(126);
-      setenv("OMP_NUM_THREADS", "1", 1);
+      if (opt.one_thread) setenv("OMP_NUM_THREADS", "1", 1);
       // A guard, not a test condition: a size check that fails must not let the child OOM the machine.
 #ifndef REMAT_CLI_TEST_ASAN
       const rlimit as{rlim_t(16) << 30, rlim_t(16) << 30};

@@ -57,7 +57,8 @@ const std::string kLibgompDefault = "300000";
 
 // remat's default, as `remat --version` states it.
 std::string stated_default(const std::string& out) {
-  static const std::regex re("OpenMP wait policy: GOMP_SPINCOUNT=([0-9]+): idle threads spin briefly, then sleep "
+  static const std::regex re("OpenMP wait policy: GOMP_SPINCOUNT=([0-9]+): idle threads spin briefly, then sleep, "
+                             "and train, bench and sample run on the cores other busy processes leave "
                              "\\(remat's default; set OMP_WAIT_POLICY or GOMP_SPINCOUNT to choose another\\)");
   std::smatch m;
   return std::regex_search(out, m, re) ? std::string(m[1]) : std::string();
@@ -131,4 +132,46 @@ TEST(CliContention, ReexecKeepsArgvExitStatusAndSignals) {
   ASSERT_EQ(counts.size(), 2u) << "the child did not re-execute\n" << r.err;
   EXPECT_EQ(counts[0], kLibgompDefault);
   EXPECT_NE(counts[1], kLibgompDefault);
+}
+
+// The adaptive thread count (core/threads.h): REMAT_TEST_OTHERS scripts what each step's reading of
+// /proc finds, so that the team shrinks to one thread and grows back several times in a run. The
+// weights after it are those of a run fixed at 2 threads, bit for bit, with dropout on, for GPT-2
+// in fp32 and LLaMA in bf16 with flash attention. The run says once that it shrank; a fixed count
+// (--threads, OMP_NUM_THREADS) or a wait policy of the user's turns adaptation off.
+TEST(CliContention, AdaptingTheThreadCountMidRunChangesNoBit) {
+  const std::string shrank = "remat: 1 other busy task on this machine's 2 cores: running on 1 thread while it runs";
+  const std::vector<std::vector<std::string>> models = {
+      {"--dropout", "0.1"},
+      {"--arch", "llama", "--precision", "bf16", "--attention", "flash", "--dropout", "0.1"}};
+  for (const auto& model : models) {
+    SCOPED_TRACE(model[1]);
+    TempDir d;
+    auto run = [&](std::vector<std::string> extra, std::optional<std::string> omp_threads,
+                   std::optional<std::string> policy, const std::string& out) {
+      ScopedEnv env({{"OMP_WAIT_POLICY", policy}, {"GOMP_SPINCOUNT", std::nullopt}, {"OMP_NUM_THREADS", omp_threads},
+                     {"REMAT_OPENMP_DEFAULTED", std::nullopt}, {"REMAT_TEST_OTHERS", "0,0,1,1,1,1,0,1,1,1,0,0,0,1,1,1"}});
+      std::vector<std::string> a = model;
+      a.insert(a.end(), {"--steps", "12", "--save", d / out});
+      a.insert(a.end(), extra.begin(), extra.end());
+      SpawnOptions o;
+      o.one_thread = false;
+      return Child(tiny_train(a), o).finish(120);
+    };
+    const RunResult fixed = run({"--threads", "2"}, std::nullopt, std::nullopt, "fixed.safetensors");
+    ASSERT_EQ(fixed.exit_code, 0) << fixed.describe();
+    EXPECT_EQ(fixed.err.find("busy task"), std::string::npos) << "--threads fixes the count\n" << fixed.err;
+    const RunResult adaptive = run({}, std::nullopt, std::nullopt, "adaptive.safetensors");
+    ASSERT_EQ(adaptive.exit_code, 0) << adaptive.describe();
+    size_t at = adaptive.err.find(shrank);
+    ASSERT_NE(at, std::string::npos) << "the team never shrank\n" << adaptive.err;
+    EXPECT_EQ(adaptive.err.find(shrank, at + 1), std::string::npos) << "said more than once\n" << adaptive.err;
+    EXPECT_EQ(slurp(d / "adaptive.safetensors"), slurp(d / "fixed.safetensors")) << "adapting changed the weights";
+    const RunResult env_count = run({}, "2", std::nullopt, "env.safetensors");
+    ASSERT_EQ(env_count.exit_code, 0) << env_count.describe();
+    EXPECT_EQ(env_count.err.find("busy task"), std::string::npos) << "OMP_NUM_THREADS fixes the count\n" << env_count.err;
+    const RunResult passive = run({}, std::nullopt, "passive", "passive.safetensors");
+    ASSERT_EQ(passive.exit_code, 0) << passive.describe();
+    EXPECT_EQ(passive.err.find("busy task"), std::string::npos) << "the user's wait policy\n" << passive.err;
+  }
 }
