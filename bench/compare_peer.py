@@ -122,7 +122,7 @@ def run_remat(a, strategy, precision):
     if a.arch == "llama":
         cmd += ["--arch", "llama", "--kv-heads", str(a.kv_heads), "--hidden", str(a.hidden)]
     cmd += ["--layers", str(a.layers), "--channels", str(a.channels), "--heads", str(a.heads), "--seq", str(a.seq),
-            "--batch", str(a.batch), "--vocab", str(a.vocab), "--steps", str(a.steps), "--warmup", str(a.warmup),
+            "--batch", str(a.batch), "--vocab", str(a.vocab), "--timed-steps", str(a.steps), "--untimed-steps", str(a.warmup),
             "--threads", str(a.threads), "--dropout", str(a.dropout), "--attention", a.attention,
             "--precision", precision, "--recompute", strategy] + extra
     what = f"remat ({precision}, {strategy})"

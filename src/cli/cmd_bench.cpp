@@ -130,42 +130,35 @@ void add_bench(CLI::App& root) {
   BenchFlags& f = *flags;
   f.model.add_to(*app, kDefaultPreset);
   f.model.add_shape_from(*app);
-  app->add_option("--recompute", f.strategies, "Rows to run, space separated: a strategy (none all block sqrt "
-                                               "uniform:K segments:a,b,...), optionally with +POLICY (a preset of "
-                                               "the model: selective, gelu, swiglu, norms) and flash+ / naive+ (e.g. "
-                                               "selective flash+block)")
-      ->capture_default_str();
-  app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
-  app->add_option("--segment-replay", f.segment_replay, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")
-      ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
-  app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
-  app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default: b = B)");
-  app->add_option("--steps", f.steps, "Timed steps per row, at least 1 (the median is reported)")->capture_default_str();
-  app->add_option("--warmup", f.warmup, "Untimed steps before the timed ones, per row (not remat train's learning-rate "
-                                        "warmup)")->capture_default_str();
-  add_seed_option(*app, f.seed, "Seed for init, batches and dropout (0 to 2^63-1)");
-  app->add_option("--data", f.data, "Token data (default: uniform random tokens of --vocab)");
-  app->add_flag("--json", f.json, "Print a JSON list of rows instead of the table");
+  add_shared(*app, "--recompute", f.strategies,
+             "the rows to run, space separated, each optionally with +POLICY (a preset of the model: selective, "
+             "gelu, swiglu, norms) and flash+ / naive+ (e.g. selective flash+block)");
+  add_shared_switch(*app, "--recompute-last", f.recompute_last);
+  add_shared(*app, "--segment-replay", f.segment_replay)->check(CLI::IsMember({"boundaries", "internals"}));
+  add_shared(*app, "--batch", f.batch);
+  add_shared(*app, "--micro-batch", f.micro_batch);
+  app->add_option("--timed-steps", f.steps, "Timed steps per row, at least 1 (the median is reported)")->capture_default_str();
+  app->add_option("--untimed-steps", f.warmup, "Untimed steps before the timed ones, per row")->capture_default_str();
+  add_seed_option(*app, f.seed);
+  add_shared(*app, "--data", f.data, "the batches (default: uniform random tokens of --vocab)");
+  add_shared_switch(*app, "--json", f.json, "a list of rows");
   app->add_flag("--time-model", f.time_model, "Instead of the rows: the step-time overhead against none of block, sqrt, "
                                               "selective and the DP's plan at the memory midway between block and none, "
                                               "measured (rows interleaved, a second none row for the spread), predicted "
                                               "from FLOPs and from a calibration, with the differences in points");
-  app->add_option("--calibration", f.calibration, "Calibration files to predict from (remat calibrate --out; each must "
-                                                  "match its model, batch, seq and threads). With --time-model: one per "
-                                                  "config in the order of --configs, instead of calibrating each config "
-                                                  "in this run; without: one, and the rows show its predicted overhead "
-                                                  "(column \"ovh cal\") beside the FLOP count's");
+  add_shared(*app, "--calibration", f.calibration,
+             "with --time-model, one per config in the order of --configs, instead of calibrating each config in "
+             "this run; without, one, and the rows show its predicted overhead (column \"ovh cal\") beside the FLOP "
+             "count's");
   app->add_option("--configs", f.configs,
                   std::string("With --time-model: several models in one run and one table, separated by ';', each as "
                               "KEY then value: ") + config_keys_help() + " (e.g. '" + kDefaultConfigs +
                       "'); the other model flags apply to every config. Default, when none of --preset, --arch, "
                       "--block-size, --plan and the flags the keys set is given: '" + kDefaultConfigs + "'");
-  app->add_option("--plan", f.plan, "Also bench the plan in this file (remat plan ... --budget SIZE --out FILE), for "
-                                    "the model, batch and seq it was made for: a row \"plan\" beside the --recompute "
-                                    "rows (default with --plan: none), or beside --time-model's");
-  app->add_option("--clock", f.clock, "With --time-model: what to time, wall (seconds as they pass) or cpu (the "
-                                      "process's CPU time, every thread's: steadier on a loaded machine)")
-      ->check(CLI::IsMember({"wall", "cpu"}))->capture_default_str();
+  add_shared(*app, "--plan", f.plan,
+             "also bench it, a row \"plan\" beside the --recompute rows (default with --plan: none), or beside "
+             "--time-model's");
+  add_shared(*app, "--clock", f.clock, "with --time-model")->check(CLI::IsMember({"wall", "cpu"}));
   app->add_flag("--profile", f.profile, "Also time every op (forward, recompute, backward; medians over the timed steps) and print where each "
                                         "strategy's step goes (JSON: a \"profile\" list per row)");
   app->callback([flags, app]() {
@@ -175,12 +168,13 @@ void add_bench(CLI::App& root) {
     // A calibration (given, or made by --time-model) is of one thread count: its rows run at that count.
     if (f.calibration.empty() && !f.time_model) threads::enable_unless_fixed(given("--threads"), stderr);
     if (f.steps < 1)
-      throw Error("bench", "--steps must be at least 1, got " + std::to_string(f.steps), "e.g. --steps 5");
+      throw Error("bench", "--timed-steps must be at least 1, got " + std::to_string(f.steps), "e.g. --timed-steps 5");
     if (f.warmup < 0)
-      throw Error("bench", "--warmup must be >= 0, got " + std::to_string(f.warmup), "e.g. --warmup 2 (0: none)");
+      throw Error("bench", "--untimed-steps must be >= 0, got " + std::to_string(f.warmup),
+                  "e.g. --untimed-steps 2 (0: none)");
     if (f.steps > 1000000 || f.warmup > 1000000)
-      throw Error("bench", "--steps " + std::to_string(f.steps) + " --warmup " + std::to_string(f.warmup) +
-                               ": more than a million steps per row", "e.g. --steps 5 --warmup 2");
+      throw Error("bench", "--timed-steps " + std::to_string(f.steps) + " --untimed-steps " + std::to_string(f.warmup) +
+                               ": more than a million steps per row", "e.g. --timed-steps 5 --untimed-steps 2");
     if (f.calibration.size() > 1 && !f.time_model)
       throw Error("bench", std::to_string(f.calibration.size()) + " calibration files for one model",
                   "give one --calibration file, or several models with --time-model --configs");

@@ -20,7 +20,7 @@ struct CalibrateFlags {
   ModelFlags model;
   int64_t batch = 8;
   std::string out, policies;
-  int64_t repeats = 3, warmup = 1;
+  int64_t repeats = 3, warmup = 1, micro_batch = 0;
   uint64_t seed = 1;
   std::string clock = "wall";
   bool quiet = false;
@@ -33,39 +33,41 @@ void add_calibrate(CLI::App& root) {
   CalibrateFlags& f = *flags;
   f.model.add_to(*app, kDefaultPreset);
   f.model.add_shape_from(*app);
-  app->add_option("--batch", f.batch, "B: sequences per forward (the micro-batch the calibration prices)")
-      ->capture_default_str();
-  app->add_option("--out", f.out, "The calibration file to write (JSON, written atomically)")->required();
+  add_shared(*app, "--batch", f.batch, "the calibration prices its micro-batch");
+  add_shared(*app, "--micro-batch", f.micro_batch, "the sequences per forward the calibration prices");
+  add_shared(*app, "--out", f.out, "the calibration (JSON)")->required();
   app->add_option("--policies", f.policies, "Policies to calibrate, comma separated: none and the model's presets "
                                             "(default: all of them)");
   app->add_option("--repeats", f.repeats, "Timed rounds (each term is a median over blocks and rounds)")
       ->capture_default_str();
-  app->add_option("--warmup", f.warmup, "Untimed rounds first")->capture_default_str();
-  add_seed_option(*app, f.seed, "Seed for init and the random tokens (0 to 2^63-1)");
-  app->add_option("--clock", f.clock, "What to time: wall (seconds as they pass) or cpu (the process's CPU time, "
-                                      "every thread's: steadier on a loaded machine)")
-      ->check(CLI::IsMember({"wall", "cpu"}))->capture_default_str();
-  app->add_flag("--quiet", f.quiet, "Print nothing but errors");
+  app->add_option("--untimed-rounds", f.warmup, "Untimed rounds first")->capture_default_str();
+  add_seed_option(*app, f.seed, "initial weights and random tokens");
+  add_shared(*app, "--clock", f.clock)->check(CLI::IsMember({"wall", "cpu"}));
+  add_shared_switch(*app, "--quiet", f.quiet, "nothing but errors");
   app->callback([flags]() {
     CalibrateFlags& f = *flags;
     f.model.apply_threads();
     const ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 8");
+    if (f.micro_batch < 0 || (f.micro_batch > 0 && f.batch % f.micro_batch != 0))
+      throw Error("cli", "--micro-batch " + std::to_string(f.micro_batch) + " must divide --batch " + std::to_string(f.batch),
+                  "e.g. --batch 8 --micro-batch 2");
+    const int64_t micro = f.micro_batch > 0 ? f.micro_batch : f.batch;
     if (f.repeats < 1 || f.repeats > 1000)
       throw Error("cli", "--repeats must be 1 to 1000, got " + std::to_string(f.repeats), "e.g. --repeats 3");
     if (f.warmup < 0 || f.warmup > 1000)
-      throw Error("cli", "--warmup must be 0 to 1000, got " + std::to_string(f.warmup), "e.g. --warmup 1");
-    check_sizes(cfg, f.batch, T, 16.0);
+      throw Error("cli", "--untimed-rounds must be 0 to 1000, got " + std::to_string(f.warmup), "e.g. --untimed-rounds 1");
+    check_sizes(cfg, micro, T, 16.0);
     IoPolicy().output(f.out, "--out").check();  // before any work (core/io_policy.h)
     if (f.warmup == 0 && f.repeats < 3 && !f.quiet)  // the first round pays for page faults and JIT code
-      std::fprintf(stderr, "remat: warning: --warmup 0 --repeats %lld times cold rounds (first-touch page faults, "
+      std::fprintf(stderr, "remat: warning: --untimed-rounds 0 --repeats %lld times cold rounds (first-touch page faults, "
                            "oneDNN's kernel generation) with too few rounds for the median to drop them; the "
-                           "calibration may rank plans wrongly (use --warmup 1 or --repeats 3)\n",
+                           "calibration may rank plans wrongly (use --untimed-rounds 1 or --repeats 3)\n",
                    (long long)f.repeats);
     CalibrateOptions o;
     o.cfg = cfg;
-    o.B = f.batch;
+    o.B = micro;
     o.T = T;
     if (!f.policies.empty()) o.policies = split_names(f.policies, "--policies");
     o.repeats = int(f.repeats);
@@ -78,7 +80,7 @@ void add_calibrate(CLI::App& root) {
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     planner::save_calibration(c, f.out);
     if (f.quiet) return;
-    std::printf("remat calibrate: %s, B=%lld, T=%lld, %d threads, %s clock; medians of %d rounds after %lld warm-up, "
+    std::printf("remat calibrate: %s, b=%lld, T=%lld, %d threads, %s clock; medians of %d rounds after %lld warm-up, "
                 "%.1f s\n",
                 cfg.describe().c_str(), (long long)c.B, (long long)c.T, c.threads, c.clock.c_str(), c.repeats,
                 (long long)f.warmup, took);

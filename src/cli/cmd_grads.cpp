@@ -28,25 +28,24 @@ void add_grads(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "grads", "One forward/backward on the first --batch windows of --data; print the loss, write the gradients");
   GradsFlags& f = *flags;
-  app->add_option("--init-from", f.init_from, "Weights: a .safetensors file or a Hugging Face model folder (required)");
-  app->add_option("--data", f.data, "Token file (llm.c v1/v2, raw uint16 .bin) or text file (required); row b of the "
-                                    "batch is tokens [b*T, b*T+T), targets shifted by one");
-  app->add_option("--data-format", f.data_format, "How to read --data: auto, text, u16, llmc")->capture_default_str();
-  app->add_option("--batch", f.batch, "B: sequences")->capture_default_str();
-  app->add_option("--seq", f.seq, "T: sequence length (default: the model's block size)");
-  app->add_option("--out", f.out, "Write the gradients (F32, the parameters' names) to this .safetensors file (required)");
-  app->add_option("--attention", f.attention, "Attention kernel: naive or flash")
-      ->check(CLI::IsMember({"naive", "flash"}))
-      ->capture_default_str();
-  app->add_option("--heads", f.heads, "Attention heads of a LLaMA .safetensors file without config.json");
-  app->add_option("--threads", f.threads, "OpenMP threads, 1 to " + std::to_string(max_threads()) +
-                                            " (default: all cores)");
+  add_shared(*app, "--init-from", f.init_from, "its weights (required)");
+  add_shared(*app, "--data", f.data, "required; row b of the batch is tokens [b*T, b*T+T), targets shifted by one");
+  add_shared(*app, "--data-format", f.data_format);
+  add_shared(*app, "--batch", f.batch, "one forward and backward over them");
+  add_shared(*app, "--seq", f.seq, "default: the model's block size");
+  add_shared(*app, "--out", f.out, "the gradients (.safetensors, F32, the parameters' names; required)");
+  add_shared(*app, "--attention", f.attention)->check(CLI::IsMember({"naive", "flash", "auto"}));
+  add_shared(*app, "--heads", f.heads, "for a LLaMA .safetensors file without config.json");
+  add_shared(*app, "--threads", f.threads);
   app->callback([flags, app]() {
     GradsFlags& f = *flags;
     const char* usage = "remat grads --init-from MODEL --data TOKENS --batch B --seq T --out GRADS.safetensors";
     if (f.init_from.empty()) throw Error("cli", "remat grads needs --init-from", usage);
     if (f.data.empty()) throw Error("cli", "remat grads needs --data", usage);
     if (f.out.empty()) throw Error("cli", "remat grads needs --out", usage);
+    if (f.attention == "auto")
+      throw Error("cli", "--attention auto lets the planner choose the kernel, and remat grads makes no plan",
+                  "give --attention naive or flash (auto is for remat train --budget and remat plan)");
     if (app->get_option("--threads")->count() > 0) check_threads(f.threads);
     ModelFlags threads;
     threads.threads = f.threads;

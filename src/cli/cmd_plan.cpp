@@ -129,34 +129,21 @@ void add_plan(CLI::App& root) {
   f.model.allow_auto_attention = true;
   f.model.add_to(*app, kDefaultPreset);
   f.model.add_shape_from(*app);
-  app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
-  app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward, whose activations are planned "
-                                                   "(default: b = B)");
-  app->add_option("--budget", f.budget, std::string("Byte budget of the whole training step (parameters, gradients, "
-                                                    "AdamW state, data, activations, activation gradients, "
-                                                    "transients, workspace), e.g. 2GiB: print the fastest plan that "
-                                                    "fits and the remat train command that runs it; ") +
-                                            kByteUnitsHelp);
-  app->add_option("--out", f.out, "With --budget: write the plan to this JSON file (atomically), for remat train --plan");
+  add_shared(*app, "--batch", f.batch);
+  add_shared(*app, "--micro-batch", f.micro_batch, "whose activations are planned");
+  add_shared(*app, "--budget", f.budget, "print the fastest plan that fits and the remat train command that runs it");
+  add_shared(*app, "--out", f.out, "with --budget, the plan (JSON), for remat train --plan");
   app->add_flag("--frontier", f.frontier, "Print every plan of the frontier (default: a sample of at most 12)");
-  app->add_option("--svg", f.svg, "Also draw the frontier, the textbook strategies and the chosen plan as an SVG file");
-  app->add_option("--data", f.data, "The data remat train will read: its bytes count in the whole step (default: the "
-                                    "built-in corpus)");
-  app->add_option("--data-format", f.data_format, "How to read --data, as in remat train")->capture_default_str();
-  app->add_option("--recompute", f.strategies, "Price these strategies instead of the frontier");
-  app->add_option("--policy", f.policy, "With --recompute: selective recomputation inside stored blocks, a preset of "
-                                        "the model: none | selective | gelu | norms (GPT-2) | swiglu | norms (LLaMA)")
-      ->capture_default_str();
-  app->add_option("--segment-replay", f.segment_replay, "With --recompute: how segments are replayed, boundaries "
-                                                       "(least memory) or internals (least compute)")
-      ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
-  app->add_option("--calibration", f.calibration, "Plan by this machine's calibrated time (remat calibrate --out FILE, "
-                                                 "made for this model, micro-batch, seq and thread count) instead of "
-                                                 "FLOPs, and print each plan's calibrated step time");
-  app->add_flag("--json", f.json, "JSON output");
-  app->add_option("--ranks", f.ranks, "Data-parallel ranks: also print the model state per rank under each ZeRO stage "
-                                      "(Rajbhandari et al. 2020's count beside remat's)");
-  app->add_option("--zero", f.zero, "With --ranks: the ZeRO stage to mark (0-3; remat trains 0 and 1)");
+  add_shared(*app, "--svg", f.svg, "the frontier, the textbook strategies and the chosen plan");
+  add_shared(*app, "--data", f.data, "what remat train will read: its bytes count in the whole step (default: the built-in corpus)");
+  add_shared(*app, "--data-format", f.data_format, "of --data");
+  add_shared(*app, "--recompute", f.strategies, "price these strategies instead of the frontier (default: the frontier)");
+  add_shared(*app, "--policy", f.policy, "with --recompute");
+  add_shared(*app, "--segment-replay", f.segment_replay, "with --recompute")->check(CLI::IsMember({"boundaries", "internals"}));
+  add_shared(*app, "--calibration", f.calibration, "plan by its time, and print each plan's calibrated step time");
+  add_shared_switch(*app, "--json", f.json);
+  add_shared(*app, "--ranks", f.ranks, "also print the model state per rank under each ZeRO stage (Rajbhandari et al. 2020's count beside remat's)");
+  add_shared(*app, "--zero", f.zero, "with --ranks, the stage to mark: 0 to 3 are priced, 0 and 1 trained");
   app->add_option("--bandwidth", f.bandwidth, "With --ranks: each rank's link, e.g. 25Gbit or 10GB (per second): also "
                                               "predict the communication and step time per rank (latency-bandwidth model)");
   app->add_option("--latency", f.latency, "With --bandwidth: the latency per message, e.g. 5us")->capture_default_str();

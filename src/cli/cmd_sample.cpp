@@ -69,16 +69,11 @@ void add_sample(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "sample", "Continue a prompt with a trained model: text for byte-level models, token ids otherwise");
   SampleFlags& f = *flags;
-  app->add_option("--init-from", f.init_from,
-                  "The model: a .safetensors file (remat's --save, or a Hugging Face file), a model folder "
-                  "(config.json + weights), or a training checkpoint (a --save-dir: its newest step folder, or "
-                  "one step-NNNNNN folder) (required)");
+  add_shared(*app, "--init-from", f.init_from, "the model to sample (required)");
   app->add_option("--prompt", f.prompt,
                   "Text to continue, encoded with the model's tokenizer (its folder's, or --tokenizer), or as bytes "
                   "for a byte-level model (default: a newline)");
-  app->add_option("--tokenizer", f.tokenizer,
-                  "Encode the prompt and decode the output with this tokenizer: a model folder or a tokenizer file, "
-                  "or 'bytes' (default: the --init-from folder's own tokenizer, if it has one)");
+  add_shared(*app, "--tokenizer", f.tokenizer, "encodes the prompt and decodes the output (default: the --init-from folder's own, if it has one)");
   app->add_option("--prompt-tokens", f.prompt_tokens,
                   "The prompt as comma-separated token ids (1,2,3), for any vocabulary; required for models "
                   "that are not byte-level (remat has no tokenizer)");
@@ -90,9 +85,9 @@ void add_sample(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--top-k", f.so.top_k, "Draw only among the K most likely tokens (0: the whole vocabulary)")
       ->capture_default_str();
-  add_seed_option(*app, f.seed, "Seed of the draws: the same seed gives the same output (0 to 2^63-1)");
-  app->add_option("--heads", f.heads, "Attention heads of a LLaMA .safetensors file without config.json");
-  app->add_option("--threads", f.threads, "OpenMP threads (default: all cores)");
+  add_seed_option(*app, f.seed);
+  add_shared(*app, "--heads", f.heads, "for a LLaMA .safetensors file without config.json");
+  add_shared(*app, "--threads", f.threads);
   app->callback([flags, app]() {
     SampleFlags& f = *flags;
     const char* usage = "remat sample --init-from MODEL --prompt 'ROMEO:' --tokens 200 [--temperature 0.8] [--top-k 40]";

@@ -48,15 +48,12 @@ void add_tokenize(CLI::App& root) {
   auto flags = std::make_shared<TokenizeFlags>();
   CLI::App* app = root.add_subcommand("tokenize", "Turn text files into an llm.c token file with a tokenizer");
   TokenizeFlags& f = *flags;
-  app->add_option("--tokenizer", f.tokenizer,
-                  "A model folder, tokenizer.json, vocab.json (+ merges.txt), tokenizer.model, or 'bytes' (required)");
+  add_shared(*app, "--tokenizer", f.tokenizer, "required");
   app->add_option("--in", f.in, "Text files, each one document (required)")->expected(1, -1);
-  app->add_option("--out", f.out, "The llm.c token file to write (required)");
-  app->add_option("--val-fraction", f.val_fraction, "Put the last fraction of the text in a validation file")
-      ->capture_default_str();
+  add_shared(*app, "--out", f.out, "the llm.c token file (required)");
+  add_shared(*app, "--val-fraction", f.val_fraction, "in a second file, --val-out (default 0: one file, all of the text)");
   app->add_option("--val-out", f.val_out, "The validation token file (default: --out with train -> val, or _val)");
-  app->add_option("--threads", f.threads,
-                  "OpenMP threads, 1 to " + std::to_string(max_threads()) + " (default: all cores; same output)");
+  add_shared(*app, "--threads", f.threads, "the same output at any count");
   app->callback([flags, app]() {
     TokenizeFlags& f = *flags;
     const char* usage = "remat tokenize --tokenizer T --in FILE... --out train.bin [--val-fraction F]";

@@ -57,24 +57,17 @@ void add_trace(CLI::App& root) {
   TraceFlags& f = *flags;
   f.model.add_to(*app, kDefaultPreset);
   f.model.add_shape_from(*app);
-  app->add_option("--recompute", f.recompute, "Strategy: none | all | block | sqrt | uniform:K | segments:a,b,...")
-      ->capture_default_str();
-  app->add_flag("--recompute-last", f.recompute_last, "Also recompute the last segment (the textbook count)");
-  app->add_option("--segment-replay", f.segment_replay, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")
-      ->check(CLI::IsMember({"boundaries", "internals"}))->capture_default_str();
-  app->add_option("--policy", f.policy, "Selective recomputation inside stored blocks, as in remat train: a preset of "
-                                        "the model, none | selective | gelu | norms (GPT-2) | swiglu | norms (LLaMA)")
-      ->capture_default_str();
-  app->add_option("--batch", f.batch, "B: sequences per optimizer step, as in remat train")->capture_default_str();
-  app->add_option("--micro-batch", f.micro_batch, "b: sequences per forward (default: b = B); one micro-step is "
-                                                   "traced, the other B/b - 1 repeat its events");
-  app->add_option("--svg", f.svg, "Also draw the step as an SVG picture: live bytes per category over its events, "
-                                  "phases shaded, the activation peak marked (written atomically)");
+  add_shared(*app, "--recompute", f.recompute);
+  add_shared_switch(*app, "--recompute-last", f.recompute_last);
+  add_shared(*app, "--segment-replay", f.segment_replay)->check(CLI::IsMember({"boundaries", "internals"}));
+  add_shared(*app, "--policy", f.policy);
+  add_shared(*app, "--batch", f.batch);
+  add_shared(*app, "--micro-batch", f.micro_batch, "one micro-step is traced, the other B/b - 1 repeat its events");
+  add_shared(*app, "--svg", f.svg, "live bytes per category over the step's events, phases shaded, the activation peak marked");
   app->add_flag("--svg-persistent", f.svg_persistent, "In the --svg picture, also draw parameters, gradients, "
                                                        "optimizer state and data as a base under the activations: "
                                                        "every category, the top of the stack the whole step's peak");
-  app->add_option("--plan", f.plan, "Trace the plan in this file (remat plan ... --budget SIZE --out FILE): its "
-                                    "schedule and its policy per block, for the model, batch and seq it was made for");
+  add_shared(*app, "--plan", f.plan, "trace its schedule and its policy per block");
   app->callback([flags, app]() {
     TraceFlags& f = *flags;
     f.model.apply_threads();

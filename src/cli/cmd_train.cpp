@@ -62,64 +62,53 @@ void add_train(CLI::App& root) {
   TrainFlags& f = *flags;
   f.model.allow_auto_attention = true;
   f.model.add_to(*app, kDefaultPreset);
-  app->add_option("--data", f.o.data, "Training data: a text file (byte-level), a raw uint16 .bin token "
-                                      "file (nanoGPT) or an llm.c token file (v1 uint16, v2 uint32); default: the "
-                                      "built-in Shakespeare corpus");
-  app->add_option("--data-format", f.o.data_format, "How to read --data and --val-data: auto (llm.c files by their "
-                                                    "magic, other *.bin as raw uint16, the rest as byte-level text), "
-                                                    "text, u16, llmc")->capture_default_str();
+  add_shared(*app, "--data", f.o.data, "what trains (default: the built-in Shakespeare corpus)");
+  add_shared(*app, "--data-format", f.o.data_format, "of --data and --val-data");
   app->add_option("--val-data", f.o.val_data, "Validation data (nanoGPT's val.bin; the same formats as --data): "
                                               "all of --data then trains (default: the last --val-fraction of --data "
                                               "validates)");
-  app->add_option("--val-fraction", f.o.val_fraction, "Without --val-data: the fraction of --data held out at its "
-                                                      "end for validation, between 0 and 1")->capture_default_str();
+  add_shared(*app, "--val-fraction", f.o.val_fraction, "of --data, without --val-data");
   app->add_option("--steps", f.o.steps, "Optimizer steps, at least 1 (0 only with --init-from: evaluate the "
                                         "weights, no training, no memory report)")->capture_default_str();
-  app->add_option("--batch", f.o.batch, "B: sequences per optimizer step")->capture_default_str();
-  app->add_option("--micro-batch", f.o.micro_batch, "b: sequences per forward; B/b micro-steps accumulate gradients "
-                                                     "(default: b = B)");
+  add_shared(*app, "--batch", f.o.batch);
+  add_shared(*app, "--micro-batch", f.o.micro_batch);
   app->add_option("--lr", f.o.lr, "Peak learning rate (warmup, then cosine to lr/10)")->capture_default_str();
-  app->add_option("--warmup", f.o.warmup, "Warmup steps")->capture_default_str();
+  app->add_option("--warmup", f.o.warmup, "Learning-rate warmup steps (linear from 0 to --lr)")->capture_default_str();
   app->add_option("--lr-decay-steps", f.o.lr_decay_steps, "Steps the cosine decay spans, then the rate stays at "
                                                           "lr/10 (0: --steps); on --resume, what a new --steps does "
                                                           "to the schedule")->capture_default_str();
   app->add_option("--weight-decay", f.o.weight_decay, "AdamW weight decay (2-D weights only)")->capture_default_str();
   app->add_option("--clip", f.o.clip, "Clip the global gradient norm to this (0: off)")->capture_default_str();
-  add_seed_option(*app, f.o.seed, "Seed for init, batches and dropout (0 to 2^63-1)");
+  add_seed_option(*app, f.o.seed);
   app->add_option("--eval-every", f.o.eval_every, "Validate every N steps (0: only at the end)")->capture_default_str();
   app->add_option("--eval-batches", f.o.eval_batches, "Batches per validation")->capture_default_str();
   app->add_option("--sample-tokens", f.o.sample_tokens, "Tokens to sample at the end (0: none)")->capture_default_str();
-  app->add_option("--save", f.o.save, "Write the weights to this .safetensors file (atomically)");
+  app->add_option("--save", f.o.save, "Write the weights at the end, atomically, by the path's name: one file if it ends "
+                                    "in .safetensors, else a Hugging Face model folder (config.json beside the weights, "
+                                    "in shards of at most 2 GiB); --save-dir writes resumable checkpoints")
+      ->type_name("FILE|DIR");
   app->add_option("--save-dtype", f.save_dtype, "What --save writes: fp32 (the master weights, exact) or bf16 (half the "
                                                  "size, as Hugging Face files often are); resume checkpoints stay fp32")
       ->capture_default_str();
-  app->add_option("--init-from", f.o.init_from, "Start from weights in a .safetensors file (a Hugging Face GPT-2 "
-                                                "model.safetensors loads as it is), a model folder, or a training "
-                                                "checkpoint (a --save-dir: its newest step; or a step-NNNNNN folder; "
-                                                "the weights only, a new run); the architecture comes from the file "
-                                                "unless --preset or model flags say otherwise, the block size unless "
-                                                "--block-size does");
+  add_shared(*app, "--init-from", f.o.init_from,
+             "the weights to start from (of a checkpoint, the weights only: a new run); the architecture comes from "
+             "the file unless --preset or model flags say otherwise, the block size unless --block-size does");
   app->add_option("--metrics-out", f.o.metrics_out, "Write metrics as JSON lines (step, loss, val_loss, lr, "
                                                     "tokens_per_s, peak_activation_bytes; with ranks, reduce_wait_s); - for stdout. A resumed "
                                                     "run drops the lines past its checkpoint, then appends");
-  app->add_option("--recompute", f.o.recompute, "Checkpoint strategy: none | all | block | sqrt | uniform:K | "
-                                                "segments:a,b,...")->capture_default_str();
-  app->add_option("--budget", f.budget, std::string("Plan for this byte budget of the whole step (parameters, "
-                                                    "gradients, AdamW state, data, activations, their gradients, "
-                                                    "transients, workspace) and train the fastest plan that fits, "
-                                                    "e.g. 2GiB; refused before training when nothing fits; ") +
-                                            kByteUnitsHelp);
-  app->add_option("--calibration", f.calibration, "With --budget: plan by this machine's calibrated time (remat calibrate --out "
-                                   "FILE, made for this model, micro-batch, seq and thread count) instead of FLOPs");
-  app->add_option("--plan", f.plan, "Train the plan in this file (remat plan ... --budget SIZE --out FILE), made for "
-                                    "this model, batch, micro-batch and seq");
-  app->add_flag("--recompute-last", f.o.recompute_last, "Also recompute the last segment (the textbook count)");
-  app->add_option_function<std::string>("--segment-replay", [&f](const std::string& v) {
-    f.o.replay_internals = v == "internals";
-  }, "How a checkpointed segment is replayed: boundaries (keep block inputs, then each block's internals just before its backward: least memory) or internals (keep every block's internals in the one replay: least compute)")->check(CLI::IsMember({"boundaries", "internals"}));
-  app->add_option("--policy", f.o.policy, "Selective recomputation inside stored blocks, a preset of the "
-                                          "model: none | selective (drop the attention scores) | gelu | norms "
-                                          "(GPT-2) | swiglu | norms (LLaMA)")->capture_default_str();
+  add_shared(*app, "--recompute", f.o.recompute);
+  add_shared(*app, "--budget", f.budget, "train the fastest plan that fits; refused before training when nothing fits");
+  add_shared(*app, "--calibration", f.calibration, "with --budget, plan by its time");
+  add_shared(*app, "--plan", f.plan, "train it");
+  add_shared_switch(*app, "--recompute-last", f.o.recompute_last);
+  {
+    const SharedFlag& replay = shared_flag("--segment-replay");
+    CLI::Option* o = app->add_option_function<std::string>(
+        "--segment-replay", [&f](const std::string& v) { f.o.replay_internals = v == "internals"; }, shared_help(replay, {}));
+    o->check(CLI::IsMember({"boundaries", "internals"}));
+    finish_shared(o, replay, app->get_name());
+  }
+  add_shared(*app, "--policy", f.o.policy);
   app->add_option("--save-only", f.o.save_only, "Keep only these named block tensors (comma-separated names "
                                                 "within a block, as the report's block table lists them); rebuild "
                                                 "the rest that one op can rebuild");
@@ -133,8 +122,7 @@ void add_train(CLI::App& root) {
   app->add_option("--memory-limit", f.memory_limit, std::string("Hard limit on all accounted bytes, e.g. 2GiB, 1.5G, "
                                                                 "3GB; ") + kByteUnitsHelp + " (default: no limit)");
   app->add_flag("--no-progress", f.no_progress, "No progress line on stderr");
-  app->add_flag("--quiet", f.o.quiet, "Print only the losses, the report's headline and its plain-words summary: "
-                                      "no progress, no per-category report (--report-json still has it all)");
+  add_shared_switch(*app, "--quiet", f.o.quiet, "the losses, the report's headline and its plain-words summary (--report-json still has it all)");
   app->add_option("--progress-every", f.o.progress_every, "When stderr is not a terminal (a log file, a pipe): a "
                                                           "progress line at least every this many seconds, besides "
                                                           "the evaluations (0: every step)")->capture_default_str();
@@ -152,15 +140,13 @@ void add_train(CLI::App& root) {
   app->add_option("--resume", f.o.resume, "Continue a run from its --save-dir (the newest checkpoint) or a "
                                           "step-NNNNNN folder, bit-identically; model and training flags come "
                                           "from the checkpoint (--steps may be raised)");
-  app->add_option("--tokenizer", f.o.tokenizer,
-                  "Text data through this tokenizer: a model folder or a tokenizer file (tokenizer.json, vocab.json + "
-                  "merges.txt, tokenizer.model), or 'bytes' (default: the --init-from folder's own tokenizer for a "
-                  "model that is not byte-level, else bytes); the end-of-run sample is decoded with it");
-  app->add_option("--ranks", f.o.ranks, "Data-parallel ranks the batch is split over. Under mpirun: the process count "
-                                        "(the default there). Without mpirun: this process runs every rank's "
-                                        "micro-batches and sums their gradients in rank order, bit-identical to mpirun -np N");
-  app->add_option("--zero", f.o.zero, "ZeRO stage (Rajbhandari et al. 2020): 0 replicates AdamW's state on every rank, "
-                                      "1 shards it over the ranks (2 and 3 are not supported yet)");
+  add_shared(*app, "--tokenizer", f.o.tokenizer,
+             "text data through it (default: the --init-from folder's own tokenizer for a model that is not "
+             "byte-level, else bytes); the end-of-run sample is decoded with it");
+  add_shared(*app, "--ranks", f.o.ranks,
+             "without mpirun, this process runs every rank's micro-batches and sums their gradients in rank order, "
+             "bit-identical to mpirun -np N");
+  add_shared(*app, "--zero", f.o.zero, "2 and 3 are not supported yet");
   app->add_flag("--no-overlap", [&f](int64_t) { f.o.overlap_reduction = false; },
                 "With ranks: start every gradient reduction after the whole backward instead of as each block's "
                 "backward ends (a benchmark of how much communication the backward hides)");

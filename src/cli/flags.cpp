@@ -11,6 +11,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "core/allocator.h"
@@ -22,39 +26,25 @@ namespace remat::cli {
 
 void ModelFlags::add_to(CLI::App& app, const std::string& default_preset) {
   app_ = &app;
-  preset = default_preset;
   std::string names;
   for (auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-  preset_option = app.add_option("--preset", preset, "Model preset (" + names + "); other model flags override it")
-                      ->capture_default_str();
-  app.add_option("--arch", arch, "Architecture: gpt2 or llama (default: the preset's)");
-  app.add_option("--layers", L, "L: number of transformer blocks");
-  app.add_option("--channels", C, "C: model width");
-  app.add_option("--heads", NH, "NH: attention heads (must divide C)");
-  app.add_option("--kv-heads", KVH, "KVH: key/value heads of grouped-query attention (LLaMA; must divide --heads)");
-  app.add_option("--hidden", hidden, "MLP hidden size (default: GPT-2 4C, LLaMA about 8C/3)");
-  app.add_option("--rope-theta", rope_theta, "LLaMA's rotary embedding base (default 10000; LLaMA only)");
-  app.add_option("--seq", T, "T: sequence length of a batch (also the block size unless --block-size)");
-  app.add_option("--vocab", V, "V: vocabulary size (256 for byte-level text)");
-  app.add_option("--block-size", block_size, "Longest sequence the model accepts (GPT-2's wpe rows, LLaMA's positions)");
-  app.add_option("--dropout", dropout, "Dropout probability on embeddings, attention and residuals")
-      ->capture_default_str();
-  if (allow_auto_attention)
-    app.add_option("--attention", attention, "Attention kernel: naive (materialises T x T), flash, or auto (with "
-                                              "--budget: the planner chooses, per plan)")
-        ->check(CLI::IsMember({"naive", "flash", "auto"}))
-        ->capture_default_str();
-  else
-    app.add_option("--attention", attention, "Attention kernel: naive (materialises T x T) or flash")
-        ->check(CLI::IsMember({"naive", "flash"}))
-        ->capture_default_str();
-  app.add_option("--precision", precision, "fp32, or bf16: bf16 activations and matmuls over fp32 master weights, "
-                                            "gradients and optimizer state (Megatron's recipe)")
-      ->capture_default_str();
-  app.add_flag("--fp32-residual", fp32_residual, "With --precision bf16: keep the residual stream and block boundaries "
-                                                 "in fp32 (Megatron's --fp32-residual-connection)");
-  app.add_option("--threads", threads, "OpenMP threads, 1 to " + std::to_string(max_threads()) +
-                                          " (4x this machine's hardware threads; default: all cores)");
+  preset_option = add_shared(app, "--preset", preset, names);
+  REMAT_ASSERT(preset == default_preset, "the default preset is flag_table.h's");
+  add_shared(app, "--arch", arch);
+  add_shared(app, "--layers", L);
+  add_shared(app, "--channels", C);
+  add_shared(app, "--heads", NH);
+  add_shared(app, "--kv-heads", KVH);
+  add_shared(app, "--hidden", hidden);
+  add_shared(app, "--rope-theta", rope_theta);
+  add_shared(app, "--seq", T);
+  add_shared(app, "--vocab", V);
+  add_shared(app, "--block-size", block_size);
+  add_shared(app, "--dropout", dropout);
+  add_shared(app, "--attention", attention)->check(CLI::IsMember({"naive", "flash", "auto"}));
+  add_shared(app, "--precision", precision);
+  add_shared_switch(app, "--fp32-residual", fp32_residual);
+  add_shared(app, "--threads", threads);
 }
 
 bool ModelFlags::given(const std::string& flag) const {
@@ -109,6 +99,10 @@ void ModelFlags::apply(ModelConfig& c) const {
   }
   if (V != kUnset) c.V = V;
   c.dropout = dropout;
+  if (attention_auto() && !allow_auto_attention)
+    throw Error("cli", "--attention auto lets the planner choose the kernel, and remat " + app_->get_name() +
+                           " makes no plan",
+                "give --attention naive or flash (auto is for remat train --budget and remat plan)");
   c.attention = attention == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
   c.precision = parse_precision(precision);
   c.fp32_residual = fp32_residual;
@@ -124,9 +118,9 @@ DType parse_precision(const std::string& text, const std::string& flag) {
 }
 
 void ModelFlags::add_shape_from(CLI::App& app) {
-  app.add_option("--init-from", shape_from,
-                 "Take the model's shape from this .safetensors file or Hugging Face folder (its config.json), as "
-                 "remat train --init-from does; no weights are read. Model flags given beside it override the file's");
+  add_shared(app, "--init-from", shape_from,
+             "its shape only, as remat train --init-from reads it; no weights are read. Model flags given beside it "
+             "override the file's");
 }
 
 ModelConfig ModelFlags::config() const {
@@ -269,14 +263,63 @@ uint64_t parse_seed(const std::string& text, const std::string& flag) {
   return v;
 }
 
-CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help) {
-  return app.add_option_function<std::string>("--seed", [&seed](const std::string& v) { seed = parse_seed(v, "--seed"); },
-                                              help)
-      ->default_str(std::to_string(seed));
+CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, std::string_view here) {
+  const SharedFlag& f = shared_flag("--seed");
+  CLI::Option* o = app.add_option_function<std::string>(
+      "--seed", [&seed](const std::string& v) { seed = parse_seed(v, "--seed"); }, shared_help(f, here));
+  finish_shared(o, f, app.get_name());
+  return o;
 }
 
-const char* const kByteUnitsHelp =
-    "K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024 (3G = 3GiB), kB/MB/GB/TB powers of 1000 (3GB = 3e9 bytes)";
+const SharedFlag& shared_flag(std::string_view name) {
+  const SharedFlag* f = find_shared_flag(name);
+  REMAT_ASSERT(f, ("flag " + std::string(name) + " is not in cli/flag_table.h").c_str());
+  return *f;
+}
+
+std::string shared_help(const SharedFlag& f, std::string_view here) {
+  std::string s(f.help);
+  if (!here.empty()) s += std::string(kHere) + std::string(here);
+  return s;
+}
+
+namespace {
+// The type CLI11 gave each shared option (INT, UINT, FLOAT, TEXT) before its table name replaced it.
+std::map<const CLI::Option*, std::string>& value_kinds() {
+  static std::map<const CLI::Option*, std::string> m;
+  return m;
+}
+}  // namespace
+
+std::string value_kind(const CLI::Option* o) {
+  auto it = value_kinds().find(o);
+  const std::string type = it != value_kinds().end() ? it->second : o->get_type_name();
+  return type.substr(0, type.find(':'));
+}
+
+void finish_shared(CLI::Option* o, const SharedFlag& f, std::string_view command) {
+  value_kinds()[o] = o->get_type_name();
+  if (!f.arg.empty()) o->type_name(std::string(f.arg));
+  const std::string_view d = default_in(f, command);
+  if (d.empty()) return;
+  if (o->get_items_expected_max() > 1) {  // a list: its default is the table's words, one item each
+    std::vector<std::string> items;
+    std::istringstream in{std::string(d)};
+    for (std::string w; in >> w;) items.push_back(w);
+    o->run_callback_for_default()->default_val(items);
+    o->default_str(std::string(d));
+  } else {
+    o->run_callback_for_default()->default_val(std::string(d));
+  }
+}
+
+CLI::Option* add_shared_switch(CLI::App& app, std::string_view name, bool& var, std::string_view here) {
+  const SharedFlag& f = shared_flag(name);
+  REMAT_ASSERT(f.arg.empty(), "a shared flag that takes an argument: add_shared");
+  return app.add_flag(std::string(name), var, shared_help(f, here));
+}
+
+const char* const kByteUnitsHelp = REMAT_BYTE_UNITS;
 
 size_t parse_bytes(const std::string& text, const std::string& flag) {
   const std::string example = "write e.g. " + flag + " 512MiB or " + flag + " 3GiB; " + kByteUnitsHelp;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cli/flag_table.h"
 #include "core/text.h"
 #include "train/trainer.h"
 
@@ -64,14 +65,35 @@ struct ModelFlags {
 
 // The most --threads accepts: 4x this machine's hardware threads, at most 1024.
 int64_t max_threads();
+// The table's entry for a shared flag (flag_table.h); a name missing from it is a programming error.
+const SharedFlag& shared_flag(std::string_view name);
+// Its help text in `app`'s subcommand: the table's meaning, then "; here: " and `here` when given.
+std::string shared_help(const SharedFlag& f, std::string_view here);
+// What an option's value is, INT, UINT, FLOAT or TEXT, whatever name its argument shows in --help.
+std::string value_kind(const CLI::Option* o);
+// Shows the table's argument name and, when the subcommand has one, sets its default (the variable too).
+void finish_shared(CLI::Option* o, const SharedFlag& f, std::string_view command);
+
+// Registers the shared flag `name` on `app` from the table (flag_table.h): its argument, its help (with
+// `here`, what it does in this subcommand) and its default, which also sets `var`.
+template <class T>
+CLI::Option* add_shared(CLI::App& app, std::string_view name, T& var, std::string_view here = {}) {
+  const SharedFlag& f = shared_flag(name);
+  CLI::Option* o = app.add_option(std::string(name), var, shared_help(f, here));
+  finish_shared(o, f, app.get_name());
+  return o;
+}
+// A shared switch (no argument; off unless given).
+CLI::Option* add_shared_switch(CLI::App& app, std::string_view name, bool& var, std::string_view here = {});
+
 // --threads N: throws remat::Error("cli") unless 1 <= N <= max_threads().
 void check_threads(int64_t n, const std::string& flag = "--threads");
 
 // A seed as typed: decimal digits, 0 .. 2^63-1. Throws remat::Error naming `flag` otherwise
 // (negative numbers, signs, garbage, values above 2^63-1).
 uint64_t parse_seed(const std::string& text, const std::string& flag);
-// Registers `flag` as a seed option that parses with parse_seed into `seed` (its value the default).
-CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);
+// Registers --seed (flag_table.h), parsed with parse_seed into `seed`, which takes the table's default.
+CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, std::string_view here = {});
 
 // shell_quoted (core/text.h): an option's value for a pasted command line.
 using remat::shell_quoted;

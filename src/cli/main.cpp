@@ -12,6 +12,7 @@
 #include <new>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/cmd_calibrate.h"
@@ -172,9 +173,14 @@ std::vector<std::string> suggestions(const std::string& typed, const std::vector
 
 // Other programs' spellings of remat's flags (nanoGPT, Hugging Face, llm.c): too far from remat's for
 // the edit distance, but what the user meant.
-std::string known_alias(const std::string& typed) {
+std::string known_alias(const std::string& typed, const std::string& command) {
   std::string t = strip_dashes(typed);
   std::replace(t.begin(), t.end(), '_', '-');
+  // Flags that bench and calibrate once spelled as train's, with another meaning (cli/flag_table.h).
+  static const std::tuple<const char*, const char*, const char*> kRenamed[] = {
+      {"bench", "steps", "--timed-steps"}, {"bench", "warmup", "--untimed-steps"}, {"calibrate", "warmup", "--untimed-rounds"}};
+  for (const auto& [cmd, from, to] : kRenamed)
+    if (command == cmd && t == from) return to;
   static const std::pair<const char*, const char*> kAliases[] = {
       {"learning-rate", "--lr"},   {"max-lr", "--lr"},           {"n-layer", "--layers"},     {"n-layers", "--layers"},
       {"num-layers", "--layers"},  {"num-hidden-layers", "--layers"}, {"n-embd", "--channels"}, {"hidden-size", "--channels"},
@@ -214,7 +220,7 @@ int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<st
     for (const CLI::App* other : root.get_subcommands({}))
       if (other != sub && find_flag(other, name))
         owners += (owners.empty() ? "'remat " : ", 'remat ") + other->get_name() + "'";
-    const std::string alias = known_alias(name);
+    const std::string alias = known_alias(name, sub->get_name());
     const auto close = alias.size() && find_flag(sub, alias) ? std::vector<std::string>{alias}
                        : owners.empty()                      ? suggestions(name, flag_names(sub))
                                                              : std::vector<std::string>{};
@@ -222,6 +228,7 @@ int report_extra(const CLI::App& root, const CLI::App* sub, const std::vector<st
       hint = "did you mean ";
       for (size_t i = 0; i < close.size(); ++i) hint += (i ? (i + 1 == close.size() ? " or " : ", ") : "") + close[i];
       hint += "?";
+      if (!owners.empty()) hint += " (" + name + " is a flag of " + owners + ")";
     } else {
       hint = owners.empty() ? "run '" + cmd + " --help'"
                             : name + " is a flag of " + owners + "; run '" + cmd + " --help' for this command's flags";

@@ -109,8 +109,7 @@ void make_numbers_strict(CLI::App& app) {
   for (CLI::App* a : apps) {
     a->footer(kNumbersHelp);
     for (CLI::Option* o : a->get_options()) {
-      const std::string type = o->get_type_name();
-      const std::string base = type.substr(0, type.find(':'));
+      const std::string base = value_kind(o);
       const std::string flag = o->get_lnames().empty() ? o->get_name() : "--" + o->get_lnames().front();
       if (o->get_expected_min() >= 1 && !o->get_lnames().empty()) {
         // CLI11 takes the next word as the value even when it is another flag: `--calibration --steps 5`

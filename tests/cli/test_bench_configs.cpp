@@ -25,7 +25,7 @@ RunResult ok(const std::vector<std::string>& args) {
 
 // --time-model on the tiny preset (L2 C64 NH4 T64), one round per row.
 std::vector<std::string> time_model(std::vector<std::string> extra) {
-  std::vector<std::string> a{"bench", "--time-model", "--preset", "tiny", "--steps", "1", "--warmup", "0"};
+  std::vector<std::string> a{"bench", "--time-model", "--preset", "tiny", "--timed-steps", "1", "--untimed-steps", "0"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -59,7 +59,7 @@ TEST(BenchConfigs, TwoConfigsInOneRunGiveBothSetsOfRows) {
   const RunResult r = ok(time_model({"--configs", spec}));
   const std::vector<std::string> lines = split_lines(r.out);
   ASSERT_GE(lines.size(), 3u) << r.out;
-  EXPECT_EQ(lines[0], "command: remat bench --preset tiny --steps 1 --warmup 0 --time-model --configs 'L2 C64 B2; l3 C32 "
+  EXPECT_EQ(lines[0], "command: remat bench --preset tiny --timed-steps 1 --untimed-steps 0 --time-model --configs 'L2 C64 B2; l3 C32 "
                       "nh2 T32 B1'") << r.out;
   size_t headers = 0, first_rows = 0, second_rows = 0;
   for (const std::string& l : lines) {
@@ -118,7 +118,7 @@ TEST(BenchConfigs, CalibrationFilesOnePerConfigCheckedBeforeAnyWork) {
   TempDir d;
   const std::string c2 = d / "l2.json", c3 = d / "l3.json";
   for (const auto& [file, layers] : {std::pair<std::string, const char*>{c2, "2"}, {c3, "3"}})
-    ok({"calibrate", "--preset", "tiny", "--layers", layers, "--batch", "2", "--out", file, "--repeats", "1", "--warmup",
+    ok({"calibrate", "--preset", "tiny", "--layers", layers, "--batch", "2", "--out", file, "--repeats", "1", "--untimed-rounds",
         "0", "--policies", "none,selective"});
   const json rows = json::parse(ok(time_model({"--configs", "L2 B2; L3 B2", "--calibration", c2, c3, "--json"})).out);
   ASSERT_EQ(rows.size(), 2 * kRows.size());
@@ -137,7 +137,7 @@ TEST(BenchPlan, BenchesAPlanFileAndRefusesAnotherRun) {
   const json plan = json::parse(slurp(file));
 
   // Rows: none, then the plan; the output names the plan; its measured peak is its prediction.
-  const std::vector<std::string> bench{"bench", "--preset", "tiny", "--plan", file, "--steps", "1", "--warmup", "0"};
+  const std::vector<std::string> bench{"bench", "--preset", "tiny", "--plan", file, "--timed-steps", "1", "--untimed-steps", "0"};
   RunResult r = ok(bench);
   EXPECT_TRUE(has(r.out, "\nplan " + file + ": " + plan["summary"].get<std::string>() + ", attention naive (row \"plan\")\n"))
       << r.out;
@@ -161,7 +161,7 @@ TEST(BenchPlan, BenchesAPlanFileAndRefusesAnotherRun) {
   EXPECT_EQ(rows2[0]["strategy"], "block");
 
   // --time-model: the plan's row beside the others, the file named.
-  r = ok({"bench", "--time-model", "--preset", "tiny", "--plan", file, "--steps", "1", "--warmup", "0"});
+  r = ok({"bench", "--time-model", "--preset", "tiny", "--plan", file, "--timed-steps", "1", "--untimed-steps", "0"});
   EXPECT_TRUE(has(r.out, "\nplan " + file + ": ")) << r.out;
   EXPECT_TRUE(has(r.out, "  plan ")) << r.out;
   EXPECT_TRUE(has(r.out, "worst error over block, sqrt, selective, budget plan, plan, one config")) << r.out;

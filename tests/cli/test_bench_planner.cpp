@@ -44,7 +44,7 @@ remat::StrategySpec strategy(const std::string& name) { return remat::parse_stra
 // run: one thread).
 std::string calibrate(TempDir& d, const std::string& policies) {
   const std::string file = d / ("cal-" + policies + ".json");
-  ok({"calibrate", "--preset", "tiny", "--batch", "2", "--out", file, "--repeats", "1", "--warmup", "1", "--policies",
+  ok({"calibrate", "--preset", "tiny", "--batch", "2", "--out", file, "--repeats", "1", "--untimed-rounds", "1", "--policies",
       policies});
   return file;
 }
@@ -54,7 +54,7 @@ TEST(BenchPlanner, RowsAreThePlannersPlansPricedByFlopsAndTheCalibration) {
   const std::string file = calibrate(d, "none,selective,gelu");
   const remat::planner::Calibration cal = remat::planner::load_calibration(file);
   const json rows = json::parse(ok({"bench", "--preset", "tiny", "--batch", "2", "--recompute", "none", "block", "sqrt",
-                                    "selective", "block+gelu", "--calibration", file, "--steps", "1", "--warmup", "0",
+                                    "selective", "block+gelu", "--calibration", file, "--timed-steps", "1", "--untimed-steps", "0",
                                     "--json"})
                                     .out);
   ASSERT_EQ(rows.size(), 5u) << rows.dump(1);
@@ -89,12 +89,12 @@ TEST(BenchPlanner, RowsAreThePlannersPlansPricedByFlopsAndTheCalibration) {
 
   // The table: the calibrated column with the file named; without a calibration, no such column.
   const RunResult tab = ok({"bench", "--preset", "tiny", "--batch", "2", "--recompute", "none", "block", "--calibration",
-                            file, "--steps", "1", "--warmup", "0"});
+                            file, "--timed-steps", "1", "--untimed-steps", "0"});
   EXPECT_TRUE(has(tab.out, "\ncalibration " + file + ": ")) << tab.out;
   EXPECT_TRUE(has(tab.out, " ovh FLOP   ovh cal ")) << tab.out;
   EXPECT_FALSE(has(tab.out, "t-cal")) << tab.out;
-  const RunResult plain = ok({"bench", "--preset", "tiny", "--batch", "2", "--recompute", "none", "--steps", "1",
-                              "--warmup", "0"});
+  const RunResult plain = ok({"bench", "--preset", "tiny", "--batch", "2", "--recompute", "none", "--timed-steps", "1",
+                              "--untimed-steps", "0"});
   EXPECT_FALSE(has(plain.out, "ovh cal")) << plain.out;
   EXPECT_FALSE(has(plain.out, "t-cal")) << plain.out;
 }
@@ -102,7 +102,7 @@ TEST(BenchPlanner, RowsAreThePlannersPlansPricedByFlopsAndTheCalibration) {
 // Rows of another attention kernel are the planner's candidates of that kernel ("flash", "flash+gelu").
 TEST(BenchPlanner, FlashRowsAreTheFlashCandidates) {
   const json rows = json::parse(ok({"bench", "--preset", "tiny", "--batch", "2", "--recompute", "none", "flash+block",
-                                    "flash+block+gelu", "--steps", "1", "--warmup", "0", "--json"})
+                                    "flash+block+gelu", "--timed-steps", "1", "--untimed-steps", "0", "--json"})
                                     .out);
   ASSERT_EQ(rows.size(), 3u);
   const remat::PlanTarget t = tiny_target();
@@ -124,7 +124,7 @@ TEST(BenchPlanner, TimeModelBudgetPlanIsTheDpsPlanOfTheSameCalibration) {
   const std::string file = calibrate(d, "none,selective");
   const remat::planner::Calibration cal = remat::planner::load_calibration(file);
   const json rows = json::parse(ok({"bench", "--time-model", "--preset", "tiny", "--batch", "2", "--calibration", file,
-                                    "--steps", "1", "--warmup", "0", "--json"})
+                                    "--timed-steps", "1", "--untimed-steps", "0", "--json"})
                                     .out);
   ASSERT_EQ(rows.size(), 6u) << rows.dump(1);
 
@@ -159,7 +159,7 @@ TEST(BenchPlanner, TimeModelBudgetPlanIsTheDpsPlanOfTheSameCalibration) {
 TEST(BenchPlanner, CalibrationWithoutTimeModelIsCheckedBeforeAnyWork) {
   TempDir d;
   const std::string file = calibrate(d, "none,selective");
-  const std::vector<std::string> bench{"bench", "--preset", "tiny", "--batch", "2", "--steps", "1", "--warmup", "0"};
+  const std::vector<std::string> bench{"bench", "--preset", "tiny", "--batch", "2", "--timed-steps", "1", "--untimed-steps", "0"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = bench;
     a.insert(a.end(), extra.begin(), extra.end());

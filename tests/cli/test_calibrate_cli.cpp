@@ -24,7 +24,7 @@ std::vector<std::string> tiny(std::vector<std::string> args) {
 TEST(CliCalibrate, WritesAFileThatBenchReads) {
   TempDir dir;
   const std::string cal = dir / "cal.json";
-  RunResult r = run_remat(tiny({"calibrate", "--out", cal, "--repeats", "1", "--warmup", "0"}));
+  RunResult r = run_remat(tiny({"calibrate", "--out", cal, "--repeats", "1", "--untimed-rounds", "0"}));
   ASSERT_TRUE(r.exited() && r.exit_code == 0) << r.describe();
   EXPECT_TRUE(has(r.out, "wrote " + cal)) << r.out;
   EXPECT_TRUE(has(r.out, "predicted step: none")) << r.out;
@@ -42,7 +42,7 @@ TEST(CliCalibrate, WritesAFileThatBenchReads) {
   EXPECT_EQ(names, (std::vector<std::string>{"none", "selective", "gelu", "norms"}));
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"cal.json"});  // no temporary file left
 
-  r = run_remat(tiny({"bench", "--time-model", "--calibration", cal, "--steps", "1", "--warmup", "0", "--json"}));
+  r = run_remat(tiny({"bench", "--time-model", "--calibration", cal, "--timed-steps", "1", "--untimed-steps", "0", "--json"}));
   ASSERT_TRUE(r.exited() && r.exit_code == 0) << r.describe();
   const json rows = json::parse(r.out);
   std::vector<std::string> labels;
@@ -60,7 +60,7 @@ TEST(CliCalibrate, WritesAFileThatBenchReads) {
             0.5 * (rows[0]["predicted_activation_bytes"].get<double>() + rows[1]["predicted_activation_bytes"].get<double>()) + 1);
 
   // The table, calibrating in the run itself.
-  r = run_remat(tiny({"bench", "--time-model", "--steps", "1", "--warmup", "0"}));
+  r = run_remat(tiny({"bench", "--time-model", "--timed-steps", "1", "--untimed-steps", "0"}));
   ASSERT_TRUE(r.exited() && r.exit_code == 0) << r.describe();
   for (const char* s : {"calibration measured in this run", "budget plan:", "FLOP pts", "cal. pts", "none (again)"})
     EXPECT_TRUE(has(r.out, s)) << s << "\n" << r.out;
@@ -69,9 +69,9 @@ TEST(CliCalibrate, WritesAFileThatBenchReads) {
 TEST(CliCalibrate, RefusesAFileForAnotherRunOrCorrupt) {
   TempDir dir;
   const std::string cal = dir / "cal.json";
-  RunResult r = run_remat(tiny({"calibrate", "--out", cal, "--repeats", "1", "--warmup", "0", "--policies", "none,selective"}));
+  RunResult r = run_remat(tiny({"calibrate", "--out", cal, "--repeats", "1", "--untimed-rounds", "0", "--policies", "none,selective"}));
   ASSERT_TRUE(r.exited() && r.exit_code == 0) << r.describe();
-  const std::vector<std::string> bench{"bench", "--time-model", "--calibration", cal, "--steps", "1", "--warmup", "0"};
+  const std::vector<std::string> bench{"bench", "--time-model", "--calibration", cal, "--timed-steps", "1", "--untimed-steps", "0"};
 
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = tiny(bench);

@@ -273,8 +273,8 @@ TEST(CliCommands, SaveThenInitFrom) {
 // ---- bench ----
 
 TEST(CliCommands, BenchJson) {
-  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "block", "sqrt", "all", "--steps", "2",
-                          "--warmup", "1", "--json"});
+  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "block", "sqrt", "all", "--timed-steps", "2",
+                          "--untimed-steps", "1", "--json"});
   const json rows = json::parse(r.out);
   ASSERT_TRUE(rows.is_array());
   ASSERT_EQ(rows.size(), 4u);
@@ -303,7 +303,7 @@ TEST(CliCommands, BenchJson) {
 }
 
 TEST(CliCommands, BenchTable) {
-  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "block", "--steps", "1", "--warmup", "0"});
+  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "block", "--timed-steps", "1", "--untimed-steps", "0"});
   const auto lines = split_lines(r.out);
   ASSERT_GE(lines.size(), 4u) << r.out;
   EXPECT_EQ(lines[0].rfind("remat bench: gpt2 L=2 C=64 NH=4 T=64 V=256", 0), 0u) << lines[0];
@@ -313,8 +313,8 @@ TEST(CliCommands, BenchTable) {
 }
 
 TEST(CliCommands, BenchProfileShowsWhereTheStepGoes) {
-  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "block", "--recompute-last", "--steps",
-                          "2", "--warmup", "1", "--profile", "--json"});
+  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "block", "--recompute-last", "--timed-steps",
+                          "2", "--untimed-steps", "1", "--profile", "--json"});
   const json rows = json::parse(r.out);
   ASSERT_EQ(rows.size(), 2u);
   for (const json& row : rows) {
@@ -345,7 +345,7 @@ TEST(CliCommands, BenchProfileShowsWhereTheStepGoes) {
 }
 
 TEST(CliCommands, BenchProfileTable) {
-  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "--steps", "1", "--warmup", "0",
+  const RunResult r = ok({"bench", "--preset", "tiny", "--recompute", "none", "--timed-steps", "1", "--untimed-steps", "0",
                           "--profile"});
   EXPECT_TRUE(has(r.out, "op (per step)")) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  mlp\\.c_fc \\[linear\\] +2 "))) << r.out;

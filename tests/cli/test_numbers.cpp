@@ -58,7 +58,7 @@ TEST(CliNumbers, OtherBasesAreRefusedOnEveryCommand) {
   check_user_error(run_remat({"plan", "--seq", "0o17"}), 2, {"--seq '0o17' is octal", "--seq 15"});
   check_user_error(run_remat({"plan", "--batch", "0b10"}), 2, {"--batch '0b10' is binary", "--batch 2"});
   check_user_error(run_remat(tiny_train({"--steps", "0x10"})), 2, {"--steps", "hexadecimal"});
-  check_user_error(run_remat({"bench", "--steps", "0x2"}), 2, {"--steps", "hexadecimal"});
+  check_user_error(run_remat({"bench", "--timed-steps", "0x2"}), 2, {"--timed-steps", "hexadecimal"});
   check_user_error(run_remat({"trace", "--seq", "0x20"}), 2, {"--seq", "hexadecimal"});
   check_user_error(run_remat({"grads", "--seq", "0x20"}), 2, {"--seq", "hexadecimal"});
   check_user_error(run_remat({"sample", "--tokens", "0x20"}), 2, {"--tokens", "hexadecimal"});
@@ -156,7 +156,7 @@ TEST(CliNumbers, PlanAndCalibrationNumbersAreRangeChecked) {
   check_user_error(run_remat({"trace", "--plan", d / "bad_plan.json"}), 1, {"bad_plan.json", "model.dropout"});
 
   const std::string cal = d / "cal.json";
-  ASSERT_EQ(run_remat({"calibrate", "--preset", "tiny", "--batch", "2", "--out", cal, "--repeats", "1", "--warmup", "0"}).exit_code, 0);
+  ASSERT_EQ(run_remat({"calibrate", "--preset", "tiny", "--batch", "2", "--out", cal, "--repeats", "1", "--untimed-rounds", "0"}).exit_code, 0);
   for (const auto& [key, value] : {std::pair<const char*, double>{"forward_pass", 1e308}, {"forward_pass", 0}, {"rest", 1e300}}) {
     json c = json::parse(slurp(cal));
     c[key] = value;
@@ -183,5 +183,5 @@ TEST(CliValues, AFlagIsNotTakenAsTheValueOfTheFlagBefore) {
   check_user_error(run_remat({"sample", "--init-from", "--tokens", "3"}), 2, {"--init-from", "the flag --tokens"});
   const RunResult h = run_remat({"train", "--help"});
   EXPECT_EQ(h.exit_code, 0);
-  EXPECT_NE(h.out.find("--calibration TEXT"), std::string::npos) << "--calibration must show that it takes a file";
+  EXPECT_NE(h.out.find("--calibration FILE"), std::string::npos) << "--calibration must show that it takes a file";
 }

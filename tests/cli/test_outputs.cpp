@@ -100,7 +100,7 @@ TEST(CliOutputs, FifoInputsAreRefusedNotOpened) {
           {"--data", "a FIFO"});
   refused(run_remat(cat({"plan", "--batch", "2"}, cat(kModel, {"--data", d / "fifo"})), "", guard),
           {"--data", "a FIFO"});
-  refused(run_remat(cat({"bench", "--steps", "1", "--batch", "2"}, cat(kModel, {"--data", d / "fifo"})), "", guard),
+  refused(run_remat(cat({"bench", "--timed-steps", "1", "--batch", "2"}, cat(kModel, {"--data", d / "fifo"})), "", guard),
           {"--data", "a FIFO"});
 }
 
@@ -114,7 +114,7 @@ TEST(CliOutputs, PlanAndTraceOutputsNeverOverwriteInputsOrEachOther) {
   const std::string text = slurp(in.data);
   refused(run_remat(cat(plan, {"--data", in.data, "--svg", in.data})), {"--svg", "--data", "t.txt"});
   EXPECT_EQ(slurp(in.data), text);
-  const RunResult cal = run_remat(cat({"calibrate", "--batch", "2", "--repeats", "1", "--warmup", "0", "--quiet",
+  const RunResult cal = run_remat(cat({"calibrate", "--batch", "2", "--repeats", "1", "--untimed-rounds", "0", "--quiet",
                                        "--out", d / "cal.json"}, kModel));
   ASSERT_EQ(cal.exit_code, 0) << cal.describe();
   const std::string calibration = slurp(d / "cal.json");

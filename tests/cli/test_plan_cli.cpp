@@ -291,7 +291,7 @@ TEST(PlanCli, FrontierSvgMarksEveryStrategy) {
 TEST(PlanCli, CalibratedPlanning) {
   TempDir d;
   const std::string cal = d / "cal.json";
-  ok({"calibrate", "--preset", "tiny", "--repeats", "1", "--warmup", "0", "--quiet", "--out", cal});
+  ok({"calibrate", "--preset", "tiny", "--repeats", "1", "--untimed-rounds", "0", "--quiet", "--out", cal});
   // Synthetic seconds, so that the plan does not depend on this machine's load: a first pass that
   // stores costs more than a replay (the DRAM effect), less so under selective.
   json c = json::parse(slurp(cal));

@@ -81,7 +81,7 @@ TEST(PlanSvg, AxesSayWhatTheyPlot) {
 
   // A calibration (synthetic seconds, as in test_plan_cli's CalibratedPlanning): seconds.
   const std::string cal = d / "cal.json";
-  ok({"calibrate", "--preset", "tiny", "--repeats", "1", "--warmup", "0", "--quiet", "--out", cal});
+  ok({"calibrate", "--preset", "tiny", "--repeats", "1", "--untimed-rounds", "0", "--quiet", "--out", cal});
   json c = json::parse(slurp(cal));
   c.update({{"embed_forward", 0.007}, {"head_forward", 0.011}, {"head_backward", 0.013}, {"embed_backward", 0.005},
             {"rest", 0.017}, {"forward_pass", 0.1}, {"recompute_pass", 0.06}, {"free_checkpoint", 0.003}});

@@ -107,7 +107,7 @@ namespace {
 
 TEST(CliPrecision, BenchSaysWhichBf16PathRan) {
   const std::vector<std::string> args{"bench", "--preset", "tiny", "--recompute", "none", "--precision", "bf16",
-                                      "--steps", "1", "--warmup", "0"};
+                                      "--timed-steps", "1", "--untimed-steps", "0"};
   const RunResult r = run_remat(args);
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_NE(r.out.find("bf16 matmul (oneDNN) measured"), std::string::npos) << r.out;

@@ -76,7 +76,7 @@ TEST(RunDescription, Bf16PlanTrainsInBf16ToTheBytePlanned) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(tr.out, m, std::regex("peak activation ([^\\n]*) measured, ([^\\n]*) predicted"))) << tr.out;
     EXPECT_EQ(m[1].str(), m[2].str()) << tr.out;
-    const RunResult b = ok(cat(cat({"bench", "--precision", "bf16"}, model), {"--plan", file, "--steps", "1", "--warmup", "0", "--json"}));
+    const RunResult b = ok(cat(cat({"bench", "--precision", "bf16"}, model), {"--plan", file, "--timed-steps", "1", "--untimed-steps", "0", "--json"}));
     EXPECT_TRUE(has(b.out, "\"precision\": \"bf16\"")) << b.out;
   }
 }
@@ -140,7 +140,7 @@ TEST(RunDescription, ResumeKeepsTheLearningRateSchedule) {
 TEST(RunDescription, Fp32CalibrationIsRefusedForABf16Plan) {
   TempDir d;
   const std::vector<std::string> model{"--preset", "tiny", "--seq", "32", "--batch", "2"};
-  ok(cat(cat({"calibrate"}, model), {"--out", d / "cal.json", "--repeats", "1", "--warmup", "0"}));
+  ok(cat(cat({"calibrate"}, model), {"--out", d / "cal.json", "--repeats", "1", "--untimed-rounds", "0"}));
   check_user_error(run_remat(cat(cat({"plan", "--precision", "bf16"}, model), {"--budget", "8MiB", "--calibration", d / "cal.json"})),
                    1, {"[calibration]", "model.precision \"f32\" (file) vs \"bf16\" (this run)"});
 }

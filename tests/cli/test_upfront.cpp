@@ -54,10 +54,10 @@ TEST(UpFront, ZeroIsNotTheDefaultAndIntegersEchoAsTyped) {
 
 TEST(UpFront, ColdCalibrationWarns) {
   TempDir d;
-  const RunResult r = run_remat({"calibrate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--warmup", "0",
+  const RunResult r = run_remat({"calibrate", "--preset", "tiny", "--batch", "2", "--seq", "16", "--untimed-rounds", "0",
                                  "--repeats", "1", "--out", d / "c.json"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
-  EXPECT_NE(r.err.find("warning: --warmup 0 --repeats 1 times cold rounds"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: --untimed-rounds 0 --repeats 1 times cold rounds"), std::string::npos) << r.err;
 }
 
 }  // namespace
