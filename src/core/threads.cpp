@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -20,7 +22,7 @@ struct State {
   int current = 1;
   std::FILE* log = nullptr;
   bool told = false;
-  std::array<int, kWindow> seen{};  // the last kWindow readings of the others' runnable tasks
+  std::array<int, kWindow> seen{};  // the last kWindow readings of the others' runnable tasks, a ring
   int n_seen = 0;
   std::chrono::steady_clock::time_point last{};
   std::vector<int> scripted;  // REMAT_TEST_OTHERS
@@ -79,7 +81,10 @@ std::vector<int> parse_scripted(const char* text) {
 }  // namespace
 
 int others_runnable() {
-  int all = machine_runnable(), own = own_runnable();
+  // Our own first: an idle OpenMP worker may stop spinning and sleep between the two reads, and counted
+  // in this order that can only hide another task, never invent one (which would shrink the team).
+  int own = own_runnable();
+  int all = machine_runnable();
   if (all < 0 || own < 0) return -1;
   return std::max(0, all - own);
 }
@@ -120,17 +125,32 @@ void adapt() {
   }
   s.seen[size_t(s.n_seen % kWindow)] = others;
   ++s.n_seen;
-  // The cores the others kept busy at every one of the last kWindow readings (fewer readings: none).
-  int busy = 0;
-  if (s.n_seen >= kWindow) busy = *std::min_element(s.seen.begin(), s.seen.end());
-  int want = std::clamp(s.max_threads - busy, 1, s.max_threads);
+  // Shrink to the cores the others kept busy at every one of the last kWindow readings; grow back to
+  // what the last kGrowWindow readings all leave free. A process that runs for moments (a shell
+  // command, another tenant's burst) moves neither.
+  auto last = [&](int n) {
+    int lo = INT32_MAX, hi = 0;
+    for (int k = 0; k < n; ++k) {
+      const int v = s.seen[size_t((s.n_seen - 1 - k) % kWindow)];
+      lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    return std::pair{lo, hi};
+  };
+  int want = s.current;
+  if (s.n_seen >= kWindow) want = std::min(want, std::clamp(s.max_threads - last(kWindow).first, 1, s.max_threads));
+  if (s.n_seen >= kGrowWindow && want == s.current)
+    want = std::max(want, std::clamp(s.max_threads - last(kGrowWindow).second, 1, s.max_threads));
   if (want == s.current) return;
   if (want < s.current && !s.told && s.log) {
+    const int busy = last(kWindow).first;
     std::fprintf(s.log,
                  "remat: %d other busy task%s on this machine's %d cores: running on %d thread%s while %s, "
-                 "%d again after (--threads N or OMP_NUM_THREADS=N fixes the count)\n",
+                 "%d again after (--threads N or OMP_NUM_THREADS=N fixes the count%s)\n",
                  busy, busy == 1 ? "" : "s", s.max_threads, want, want == 1 ? "" : "s",
-                 busy == 1 ? "it runs" : "they run", s.max_threads);
+                 busy == 1 ? "it runs" : "they run", s.max_threads,
+                 busy >= s.max_threads ? "; with more busy tasks than cores, OMP_WAIT_POLICY=passive on all cores "
+                                         "can be faster: bench/bench_contention.sh measures it"
+                                       : "");
     s.told = true;
   }
   s.current = want;

@@ -10,9 +10,10 @@
 // So, unless the user fixed the thread count (--threads, OMP_NUM_THREADS) or the wait policy, remat
 // runs on the cores the others leave: between parallel regions (the start of each training step,
 // each sampled token), at most every kPeriodMs, it reads how many tasks the machine has runnable
-// (/proc/stat's procs_running) and subtracts its own (/proc/self/task/*/stat in state R). When the
-// others have kept at least one core busy at each of the last kWindow readings, the team shrinks to
-// the cores left (at least one thread); it grows back as soon as one reading finds them gone. Every
+// (/proc/loadavg's running count) and subtracts its own (/proc/self/task/*/stat in state R). When
+// the others have kept at least one core busy at each of the last kWindow readings, the team shrinks
+// to the cores left (at least one thread); it grows back when kGrowWindow readings in a row find
+// them gone. Others that run only for moments (a shell command, a tenant's burst) move neither. Every
 // kernel gives the same bits at any thread count (tests/kernels' thread checks, and
 // Threads.AdaptingTheCountMidRunChangesNoBit), so this changes the speed of a run, never its numbers.
 //
@@ -24,7 +25,8 @@
 namespace remat::threads {
 
 inline constexpr int kPeriodMs = 50;
-inline constexpr int kWindow = 3;
+inline constexpr int kWindow = 5;      // busy at each of the last 5 readings (a quarter second at least): shrink
+inline constexpr int kGrowWindow = 3;  // free at each of the last 3: grow
 
 // Set by main() when the OpenMP wait policy is remat's default (the user set neither OMP_WAIT_POLICY
 // nor GOMP_SPINCOUNT).
