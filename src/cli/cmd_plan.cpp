@@ -11,6 +11,7 @@
 #include "planner/comm.h"
 #include "planner/planner.h"
 #include "core/error.h"
+#include "dist/data_parallel.h"
 #include "core/io_policy.h"
 #include "checkpoint/policy.h"
 #include "core/atomic_file.h"
@@ -182,19 +183,29 @@ void add_plan(CLI::App& root) {
     std::optional<planner::Link> link;
     if (given("--bandwidth"))
       link = planner::Link{planner::parse_bandwidth(f.bandwidth, "--bandwidth"), planner::parse_latency(f.latency, "--latency")};
-    if (given("--ranks") && (budget || f.json))
-      throw Error("cli", std::string(budget ? "--budget" : "--json") + " with --ranks is not supported yet: plans are priced "
-                         "for one process (a rank's activations are the same; its model state is in the --ranks table)",
-                  "drop --ranks to plan one rank's step, or drop " + std::string(budget ? "--budget" : "--json"));
+    if (given("--ranks") && f.json)
+      throw Error("cli", "--json with --ranks is not supported yet: the --ranks tables are text",
+                  "drop --ranks, or drop --json");
+    if (given("--ranks") && budget && f.zero > 1)
+      throw Error("cli", "--budget with --zero " + std::to_string(f.zero) + ": remat trains stages 0 and 1, so it plans "
+                         "those; stage " + std::to_string(f.zero) + " is priced in the --ranks tables only",
+                  "use --zero 0 or 1 with --budget");
+    // With --ranks and --budget, the budget is one rank's: each runs --batch / --ranks sequences a step.
+    if (given("--ranks") && budget && f.batch % f.ranks != 0)
+      throw Error("cli", "--batch " + std::to_string(f.batch) + " does not split over --ranks " + std::to_string(f.ranks),
+                  "give a --batch that --ranks divides, e.g. --batch " + std::to_string(f.ranks * 4));
+    const int64_t plan_batch = given("--ranks") && budget ? f.batch / f.ranks : f.batch;
     // Before any work (core/io_policy.h). No - for stdout: the table goes there.
     IoPolicy().input(f.data, "--data").input(f.calibration, "--calibration").output(f.out, "--out").output(f.svg, "--svg").check();
     ModelConfig cfg = f.model.config();
     const int64_t T = f.model.seq(cfg);
     if (f.batch <= 0) throw Error("cli", "--batch must be positive, got " + std::to_string(f.batch), "e.g. --batch 8");
-    const int64_t micro = f.micro_batch ? f.micro_batch : f.batch;
-    if (micro <= 0 || f.batch % micro != 0)
-      throw Error("cli", "--micro-batch " + std::to_string(micro) + " does not divide --batch " + std::to_string(f.batch),
-                  "pick a divisor of the batch, e.g. --micro-batch " + std::to_string(f.batch / 2 > 0 ? f.batch / 2 : 1));
+    const int64_t micro = f.micro_batch ? f.micro_batch : plan_batch;
+    if (micro <= 0 || plan_batch % micro != 0)
+      throw Error("cli", "--micro-batch " + std::to_string(micro) + " does not divide " +
+                             (plan_batch == f.batch ? "--batch " + std::to_string(f.batch)
+                                                    : "a rank's share of the batch, " + std::to_string(plan_batch)),
+                  "pick a divisor of it, e.g. --micro-batch " + std::to_string(plan_batch / 2 > 0 ? plan_batch / 2 : 1));
     check_sizes(cfg, micro, T, 0.0);  // plan runs nothing: any size that does not overflow
     const int L = int(cfg.L);
     if (f.strategies.empty()) planner::check_plannable(L);  // before tracing a chain too long to plan
@@ -241,8 +252,11 @@ void add_plan(CLI::App& root) {
     TrainOptions data_opts;
     data_opts.data = f.data;
     data_opts.data_format = f.data_format;
-    PlanTarget target{cfg, f.batch, micro, T, data_bytes_for(data_opts), f.model.attention_auto(), std::nullopt};
+    PlanTarget target{cfg, plan_batch, micro, T, data_bytes_for(data_opts), f.model.attention_auto(), std::nullopt};
     target.per_block_attention = target.allow_flash;  // --attention auto: the DP may choose the kernel per block
+    // With --ranks and --budget: one rank's step, with its reduction buffers and its shard of AdamW.
+    if (plan_batch != f.batch)
+      target.rank = dist::rank_share_to_plan(int(f.ranks), int(f.zero), plan_batch / micro, true);
     if (given("--calibration")) {
       target.calibration = calibration_for(f.calibration, cfg, micro, T);
       check_calibrated_target(target);
@@ -299,7 +313,10 @@ void add_plan(CLI::App& root) {
       } else if (target.allow_flash || chosen->cfg.attention != cfg.attention) {
         model_flags += std::string(" --attention ") + autograd::attention_kind_name(chosen->cfg.attention);
       }
-      use = "remat train" + model_flags + " --batch " + std::to_string(f.batch) + " --micro-batch " +
+      const std::string launch =
+          plan_batch != f.batch ? "mpirun -np " + std::to_string(f.ranks) + " remat train" : std::string("remat train");
+      const std::string ranks_flags = plan_batch != f.batch ? " --zero " + std::to_string(f.zero) : "";
+      use = launch + model_flags + ranks_flags + " --batch " + std::to_string(f.batch) + " --micro-batch " +
             std::to_string(micro) + (f.data.empty() ? "" : " --data " + f.data) +
             (f.data_format != "auto" ? " --data-format " + f.data_format : "") + " " + how;
       if (!f.out.empty()) write_plan_file(f.out, *chosen);

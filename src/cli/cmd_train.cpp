@@ -194,10 +194,10 @@ void add_train(CLI::App& root) {
                   "add --save FILE, or drop --save-dtype");
     const dist::Comm& world = dist::Comm::world();
     if (world.size() > 1 && !given("--ranks")) f.o.ranks = world.size();
-    if (given("--budget") && f.o.ranks > 1)
-      throw Error("train", "--budget plans one process's whole step; with " + std::to_string(f.o.ranks) +
-                               " ranks the per-rank step (sharded state, reduction buffers) is not planned yet",
-                  "plan with remat plan and train with --plan, or drop --budget");
+    if (given("--budget") && f.o.ranks > 1 && world.size() != f.o.ranks)
+      throw Error("train", "--budget plans the step of one rank of mpirun -np " + std::to_string(f.o.ranks) +
+                               "; --ranks " + std::to_string(f.o.ranks) + " in one process runs every rank's micro-batches",
+                  "run it as mpirun -np " + std::to_string(f.o.ranks) + " remat train --budget ..., or drop --ranks");
     if (world.rank() != 0) {  // rank 0 prints and writes; the others train beside it
       f.o.progress = false;
       f.o.quiet = true;

@@ -8,6 +8,7 @@
 
 #include "cli/cmd_train.h"
 #include "core/error.h"
+#include "dist/data_parallel.h"
 #include "dist/comm.h"
 #include "tokenizer/tokenizer.h"
 #include "planner/budget.h"
@@ -216,8 +217,10 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
   StepPlan plan;
   if (by_budget) {
     const size_t budget = parse_bytes(budget_text, "--budget");
-    PlanTarget t{o.model, o.batch, micro, o.seq, data_bytes_for(o), mf.attention_auto(), std::nullopt};
+    PlanTarget t{o.model, rank_batch, micro, o.seq, data_bytes_for(o), mf.attention_auto(), std::nullopt};
     t.per_block_attention = t.allow_flash;  // --attention auto: the kernel per block
+    // Under mpirun (cmd_train refuses emulated ranks): every rank plans the last rank's step, the largest.
+    t.rank = dist::rank_share_to_plan(int(ranks), int(o.zero), rank_batch / micro, o.overlap_reduction);
     if (given("--calibration")) {
       const std::string file = app.get_option("--calibration")->as<std::string>();
       t.calibration = calibration_for(file, o.model, micro, o.seq);

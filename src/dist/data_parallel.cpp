@@ -20,8 +20,9 @@ struct DataParallel::Bucket {
 
 DataParallel::DataParallel(Model& model, const Comm& comm, Parallelism p) : model_(model), comm_(comm), p_(p) {
   REMAT_ASSERT(p.ranks >= 1 && (p.zero == 0 || p.zero == 1), "DataParallel: ranks >= 1, zero 0 or 1");
-  emulated_ = comm.size() == 1 && p.ranks > 1;
-  REMAT_ASSERT(emulated_ || comm.size() == p.ranks, "DataParallel: one process per rank, or one process for all");
+  emulated_ = comm.size() == 1 && p.ranks > 1 && p.as_rank < 0;
+  REMAT_ASSERT(emulated_ || comm.size() == p.ranks || (p.as_rank >= 0 && p.as_rank < p.ranks),
+               "DataParallel: one process per rank, or one process for all, or a dry run of one rank");
   losses_.assign(size_t(local_ranks()), 0.0);
   const auto& params = model.params();
   for (const Param& q : params) off_.push_back(chunks(q.value.numel(), p.ranks));
@@ -40,9 +41,13 @@ DataParallel::DataParallel(Model& model, const Comm& comm, Parallelism p) : mode
 DataParallel::~DataParallel() = default;
 
 int DataParallel::first_rank() const { return emulated_ ? 0 : comm_.rank(); }
+int DataParallel::rank() const {
+  REMAT_ASSERT(p_.as_rank < 0 || shape_only(), "DataParallel: as_rank prices a dry run, it cannot run a step");
+  return p_.as_rank >= 0 ? p_.as_rank : comm_.rank();
+}
 int DataParallel::local_ranks() const { return emulated_ ? p_.ranks : 1; }
 Shard DataParallel::shard() const {
-  return p_.zero == 1 && !emulated_ ? Shard{comm_.rank(), p_.ranks} : Shard{};
+  return p_.zero == 1 && !emulated_ ? Shard{rank(), p_.ranks} : Shard{};
 }
 
 void DataParallel::begin_rank(int local) {
@@ -57,7 +62,7 @@ void DataParallel::start(Bucket& b) {
   for (size_t i : b.params) {
     Param& q = model_.params()[i];
     const std::vector<int64_t>& off = off_[i];
-    const int64_t mine = off[size_t(comm_.rank()) + 1] - off[size_t(comm_.rank())];
+    const int64_t mine = off[size_t(rank()) + 1] - off[size_t(rank())];
     b.recv.push_back(Tensor::empty({int64_t(N) * mine}, Category::Workspace, q.name + ".reduce"));
     if (!shape_only()) b.a2a.push_back(comm_.all_to_all(q.grad.data(), off, b.recv.back().data()));
   }
@@ -196,6 +201,17 @@ void DataParallel::cut_moments(const std::vector<Tensor>& full, Shard s, std::ve
     const int64_t n = full[i].numel(), lo = s.lo(n);
     std::copy(full[i].data() + lo, full[i].data() + s.hi(n), (*shard)[i].data());
   }
+}
+
+RankShare rank_share_to_plan(int ranks, int zero, int64_t rank_accum, bool overlap) {
+  RankShare r;
+  if (ranks <= 1) return r;
+  const Parallelism par{ranks, zero, rank_accum, overlap, ranks - 1};
+  r.make_extension = [par](Model& m) -> std::unique_ptr<StepExtension> {
+    return std::make_unique<DataParallel>(m, Comm::world(), par);
+  };
+  if (zero == 1) r.optimizer_shard = Shard{ranks - 1, ranks};
+  return r;
 }
 
 }  // namespace remat::dist

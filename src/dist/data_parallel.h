@@ -33,6 +33,11 @@ struct Parallelism {
   // Start each block's reduction when its backward ends (false: every reduction after the backward,
   // for benchmarks of how much of the communication the backward hides).
   bool overlap = true;
+  // For the planner's dry runs: price the step of this rank instead of this process's (-1). The last
+  // rank's chunks are the largest of every parameter (each rank's is the floor or the ceiling of
+  // n / ranks, and the last one's the ceiling), so its step bounds every rank's, and every rank plans
+  // the same plan from it.
+  int as_rank = -1;
 };
 
 class DataParallel : public StepExtension {
@@ -69,6 +74,7 @@ class DataParallel : public StepExtension {
 
  private:
   struct Bucket;
+  int rank() const;  // p_.as_rank, or this process's
   void start(Bucket& b);
   void progress();
   Model& model_;
@@ -83,5 +89,10 @@ class DataParallel : public StepExtension {
   bool emulated_ = false;
   double wait_s_ = 0;
 };
+
+// What the planner dry-runs for one rank of `ranks` under ZeRO stage `zero` (0 or 1), `rank_accum`
+// micro-batches a rank: the last rank's step (Parallelism::as_rank), the largest, so that every rank
+// plans the same plan and every rank's step fits it. Empty for one rank. Works with or without mpirun.
+RankShare rank_share_to_plan(int ranks, int zero, int64_t rank_accum, bool overlap);
 
 }  // namespace remat::dist

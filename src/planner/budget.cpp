@@ -93,7 +93,7 @@ std::optional<double> plan_seconds(const Candidates& c, const planner::ChainPlan
   return planner::optimizer_step_seconds(*c.calibration, planner::predict_time(*c.calibration, plan.schedule, pol), accum);
 }
 
-StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes, const StepOptions* probe) {
+StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes, const StepOptions* probe, const RankShare& rank) {
   const auto model = planner::shape_only_model(p.cfg);
   const std::vector<NamePolicy> policies = named_block_policies(*model, p.block_policy);
   StepOptions so;
@@ -101,6 +101,8 @@ StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes, const StepOptions*
   so.schedule = p.schedule;
   so.block_policy = policy_pointers(policies);
   so.block_attention = p.block_attention;
+  so.make_extension = rank.make_extension;
+  so.optimizer_shard = rank.optimizer_shard;
   return dry_run_step(p.cfg, p.micro, p.T, p.batch / p.micro, so, data_bytes);
 }
 
@@ -133,7 +135,7 @@ StepPlan unpriced_plan(const Candidates& c, const planner::ChainPlan& plan, cons
 
 StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t) {
   StepPlan sp = unpriced_plan(c, plan, t);
-  sp.step = dry_run_plan(sp, t.data_bytes);
+  sp.step = dry_run_plan(sp, t.data_bytes, nullptr, t.rank);
   return sp;
 }
 
@@ -308,7 +310,7 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
   // per-category figures, and must agree.
   auto exact = [&](const StepPlan& p) {
     StepPlan e = p;
-    e.step = dry_run_plan(e, t.data_bytes);
+    e.step = dry_run_plan(e, t.data_bytes, nullptr, t.rank);
     REMAT_ASSERT(e.step.peak_total == p.step.peak_total, "plan_for_budget: the whole-step model and the dry run differ");
     return e;
   };

@@ -37,6 +37,9 @@ struct PlanTarget {
   // With allow_flash: the planner may also give each block its own kernel (the DP chooses it per block,
   // with the block's policy). apply_plan hands the kernels to TrainOptions::block_attention.
   bool per_block_attention = false;
+  // Under data parallelism, the step of one rank: `batch` is then the rank's share, and every dry run
+  // adds the rank's reduction buffers and shards AdamW's state as the rank's trainer does.
+  RankShare rank;
   int64_t accum() const { return batch / micro; }
 };
 
@@ -118,9 +121,11 @@ StepPlan unpriced_plan(const Candidates& c, const planner::ChainPlan& plan, cons
 StepPlan price_plan(const Candidates& c, const planner::ChainPlan& plan, const PlanTarget& t);
 // Prices a named strategy with one policy on every block (a name in c.problem.policy_names).
 StepPlan price_strategy(const Candidates& c, const StrategySpec& spec, const std::string& policy, const PlanTarget& t);
-// The whole step of `p` by dry run, `data_bytes` of data held; `probe`'s before_action and after_action,
-// when given, are called around each action of the chain.
-StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes, const StepOptions* probe = nullptr);
+// The whole step of `p` by dry run, `data_bytes` of data held, as the step of `rank` (empty: one
+// process); `probe`'s before_action and after_action, when given, are called around each action of
+// the chain.
+StepMemory dry_run_plan(const StepPlan& p, size_t data_bytes, const StepOptions* probe = nullptr,
+                        const RankShare& rank = {});
 
 // The fastest plan whose whole-step peak (every accounted byte) fits `budget`, among a set of plans
 // that does not depend on the budget: the optimal frontier of each kernel the target may plan with

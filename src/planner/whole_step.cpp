@@ -134,7 +134,7 @@ StepMemory WholeStepModel::measure(const planner::ChainPlan& plan, const std::ve
     w[idx] = std::max(w[idx], above(read(), lv.before[idx]));
     ++k;
   };
-  StepMemory m = dry_run_plan(unpriced_plan(c_, plan, t_), t_.data_bytes, &probe);
+  StepMemory m = dry_run_plan(unpriced_plan(c_, plan, t_), t_.data_bytes, &probe, t_.rank);
   REMAT_ASSERT(k == n * size_t(t_.accum()), "WholeStepModel: the probe missed actions");
   outside = std::max(outside, m.peak_total);  // the last micro-batch's embedding backward and AdamW
   peak = std::max(peak, m.peak_total);

@@ -191,7 +191,7 @@ StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t ac
     DryRunAccount count(acct);
     DryState st(cfg, B, T, data_bytes, acct, opt.optimizer_shard);
     // Data parallelism's buffers and hooks, counted as the trainer's are.
-    const std::unique_ptr<StepExtension> ext = opt.make_extension ? opt.make_extension() : nullptr;
+    const std::unique_ptr<StepExtension> ext = opt.make_extension ? opt.make_extension(*st.model) : nullptr;
     StepOptions so = opt;
     if (ext)
       so.after_action = [&](const Action& a) {

@@ -95,9 +95,17 @@ struct StepOptions {
   // Called before and after each action of the chain (a dry run's probe of the memory each one takes).
   std::function<void(const Action&)> before_action, after_action;
   // Data parallelism (dist/): the optimizer state's shard, and the extension the dry run makes for
-  // itself (null: one process, the whole state).
+  // itself over the model it runs (null: one process, the whole state).
   Shard optimizer_shard;
-  std::function<std::unique_ptr<StepExtension>()> make_extension;
+  std::function<std::unique_ptr<StepExtension>(Model&)> make_extension;
+};
+
+// One rank's share of a data-parallel step, for the dry runs that price it (the planner's): the
+// extension that adds the reduction's buffers and hooks (dist::DataParallel), and the rank's shard of
+// AdamW's state. Empty: one process and the whole state.
+struct RankShare {
+  std::function<std::unique_ptr<StepExtension>(Model&)> make_extension;
+  Shard optimizer_shard;
 };
 
 // A plan's policy per block, by the model's preset names ("none" keeps everything), and the

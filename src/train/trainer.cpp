@@ -230,9 +230,8 @@ StepMemory Trainer::predicted_memory() const {
   if (!s.dp) return dry_run_step(s.opt.model, s.micro, s.T, s.accum, so, s.data_bytes);
   // This rank's step: its micro-batches (every rank's, when it emulates them) with the reduction's
   // buffers, made by the same code inside the dry run.
-  Model& model = *s.model;
   const TrainOptions& o = s.opt;
-  so.make_extension = [&model, &o, &s]() -> std::unique_ptr<StepExtension> {
+  so.make_extension = [&o, &s](Model& model) -> std::unique_ptr<StepExtension> {
     return std::make_unique<dist::DataParallel>(model, dist::Comm::world(),
                                                 dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum, o.overlap_reduction});
   };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -143,6 +144,47 @@ TEST_F(Mpi, ZeroTwoAndThreeAreRefusedByName) {
   }
 }
 
+// A budget is one rank's whole step: its micro-batches, its reduction buffers and, with ZeRO-1, its half
+// of AdamW's state. At 3.6 MiB a rank of the tiny model must recompute with replicated state and
+// keeps nearly everything with sharded state; each rank's step is what its rank predicted, to the
+// byte (rank 0 reports it), and remat plan --ranks 2 --zero S picks the plan train picks.
+TEST_F(Mpi, BudgetIsOneRanksWholeStep) {
+  std::string plans[2];
+  for (int z : {0, 1}) {
+    SCOPED_TRACE("--zero " + std::to_string(z));
+    const std::vector<std::string> common{"--preset", "tiny", "--dropout", "0.1", "--batch", "8", "--micro-batch", "2",
+                                          "--threads", "1", "--zero", std::to_string(z)};
+    std::vector<std::string> train{"train", "--eval-every", "0", "--sample-tokens", "0", "--no-progress", "--steps",
+                                   "2", "--budget", "3.6MiB"};
+    train.insert(train.end(), common.begin(), common.end());
+    const RunResult r = run_mpi(train);
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex("plan for --budget 3.60 MiB \\(whole step\\): (.*), attention naive; "
+                                                       "predicted whole step ([0-9.]+) MiB")))
+        << r.out;
+    plans[z] = m[1];
+    EXPECT_LE(std::stod(m[2]), 3.6);
+    EXPECT_NE(r.out.find("whole step: predicted = measured, to the byte"), std::string::npos) << r.out;
+    std::vector<std::string> plan{"plan", "--ranks", "2", "--budget", "3.6MiB"};
+    plan.insert(plan.end(), common.begin(), common.end());
+    const RunResult p = run_remat(plan);
+    ASSERT_EQ(p.exit_code, 0) << p.describe();
+    EXPECT_NE(p.out.find("plan for --budget 3.60 MiB (whole step): " + plans[z] + ", attention naive"), std::string::npos)
+        << p.out;
+    EXPECT_NE(p.out.find("use: mpirun -np 2 remat train"), std::string::npos) << p.out;
+  }
+  EXPECT_NE(plans[0], plans[1]) << "sharding AdamW left the rank's step as it was";
+  EXPECT_EQ(plans[1], "0 checkpoints, 0 block recomputes, norms on 1 block");
+  // --ranks in one process runs every rank's micro-batches: not a rank's step.
+  check_user_error(run_remat(tiny_train({"--ranks", "2", "--budget", "3.6MiB", "--batch", "8"})), 1,
+                   {"--budget plans the step of one rank of mpirun -np 2", "mpirun -np 2"});
+  check_user_error(run_remat({"plan", "--preset", "tiny", "--ranks", "2", "--zero", "3", "--budget", "3.6MiB"}), 1,
+                   {"--budget with --zero 3", "use --zero 0 or 1"});
+  check_user_error(run_remat({"plan", "--preset", "tiny", "--ranks", "3", "--budget", "3.6MiB"}), 1,
+                   {"--batch 8 does not split over --ranks 3"});
+}
+
 TEST_F(Mpi, ResumeContinuesBitIdenticallyAndAnotherCountIsRefused) {
   // Uninterrupted, 4 steps on 2 ranks; then 2 steps on 2 ranks emulated by one process, resumed under
   // mpirun for 2 more: the same weights.
@@ -181,9 +223,9 @@ TEST(PlanRanks, PrintsTheModelStatePerRankBesideThePapers) {
   ASSERT_EQ(z3.exit_code, 0) << z3.describe();
   EXPECT_NE(z3.out.find("ZeRO-3 all-gathers per micro-batch"), std::string::npos) << z3.out;
   EXPECT_NE(z3.out.find("  sqrt            9        12      8 (3 blocks held)         27"), std::string::npos) << z3.out;
-  const RunResult b = run_remat({"plan", "--preset", "tiny", "--ranks", "2", "--budget", "4MiB"});
-  EXPECT_EQ(b.exit_code, 1) << b.describe();
-  EXPECT_NE(b.err.find("--budget with --ranks is not supported yet"), std::string::npos) << b.err;
+  const RunResult j = run_remat({"plan", "--preset", "tiny", "--ranks", "2", "--json"});
+  EXPECT_EQ(j.exit_code, 1) << j.describe();
+  EXPECT_NE(j.err.find("--json with --ranks is not supported yet"), std::string::npos) << j.err;
 }
 
 TEST_F(Mpi, AnInterruptStopsEveryRankAtOneStepAndRankZeroSaves) {
