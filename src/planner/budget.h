@@ -39,7 +39,7 @@ struct PlanTarget {
   bool per_block_attention = false;
   // Under data parallelism, the step of one rank: `batch` is then the rank's share, and every dry run
   // adds the rank's reduction buffers and shards AdamW's state as the rank's trainer does.
-  RankShare rank;
+  RankShare rank = {};
   int64_t accum() const { return batch / micro; }
 };
 
