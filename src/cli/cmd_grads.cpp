@@ -43,9 +43,7 @@ void add_grads(CLI::App& root) {
     if (f.init_from.empty()) throw Error("cli", "remat grads needs --init-from", usage);
     if (f.data.empty()) throw Error("cli", "remat grads needs --data", usage);
     if (f.out.empty()) throw Error("cli", "remat grads needs --out", usage);
-    if (f.attention == "auto")
-      throw Error("cli", "--attention auto lets the planner choose the kernel, and remat grads makes no plan",
-                  "give --attention naive or flash (auto is for remat train --budget and remat plan)");
+    refuse_auto_attention(f.attention, "grads");
     if (app->get_option("--threads")->count() > 0) check_threads(f.threads);
     ModelFlags threads;
     threads.threads = f.threads;

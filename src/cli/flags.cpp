@@ -99,10 +99,7 @@ void ModelFlags::apply(ModelConfig& c) const {
   }
   if (V != kUnset) c.V = V;
   c.dropout = dropout;
-  if (attention_auto() && !allow_auto_attention)
-    throw Error("cli", "--attention auto lets the planner choose the kernel, and remat " + app_->get_name() +
-                           " makes no plan",
-                "give --attention naive or flash (auto is for remat train --budget and remat plan)");
+  if (!allow_auto_attention) refuse_auto_attention(attention, app_->get_name());
   c.attention = attention == "flash" ? autograd::AttentionKind::Flash : autograd::AttentionKind::Naive;
   c.precision = parse_precision(precision);
   c.fp32_residual = fp32_residual;
@@ -269,6 +266,12 @@ CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, std::string_view her
       "--seed", [&seed](const std::string& v) { seed = parse_seed(v, "--seed"); }, shared_help(f, here));
   finish_shared(o, f, app.get_name());
   return o;
+}
+
+void refuse_auto_attention(const std::string& attention, const std::string& command) {
+  if (attention == "auto")
+    throw Error("cli", "--attention auto lets the planner choose the kernel, and remat " + command + " makes no plan",
+                "give --attention naive or flash (auto is for remat train --budget and remat plan)");
 }
 
 const SharedFlag& shared_flag(std::string_view name) {

@@ -65,6 +65,9 @@ struct ModelFlags {
 
 // The most --threads accepts: 4x this machine's hardware threads, at most 1024.
 int64_t max_threads();
+// --attention auto in a command that makes no plan (`command`, e.g. "grads"): remat::Error("cli").
+void refuse_auto_attention(const std::string& attention, const std::string& command);
+
 // The table's entry for a shared flag (flag_table.h); a name missing from it is a programming error.
 const SharedFlag& shared_flag(std::string_view name);
 // Its help text in `app`'s subcommand: the table's meaning, then "; here: " and `here` when given.

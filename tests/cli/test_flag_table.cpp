@@ -130,6 +130,8 @@ TEST(CliFlags, RenamedFlagsAreRefusedWithTheirNewName) {
                     "--steps is a flag of 'remat train'"});
   check_user_error(run_remat({"bench", "--warmup", "1"}), 2, {"did you mean --untimed-steps?"});
   check_user_error(run_remat({"calibrate", "--warmup", "1", "--out", "c.json"}), 2, {"did you mean --untimed-rounds?"});
+  check_user_error(run_remat({"calibrate", "--batch", "8", "--micro-batch", "3", "--out", "c.json"}), 1,
+                   {"--micro-batch 3 must divide --batch 8"});
   check_user_error(run_remat({"bench", "--attention", "auto"}), 1, {"--attention auto", "remat bench makes no plan"});
   check_user_error(run_remat({"grads", "--attention", "auto", "--init-from", "m", "--data", "d", "--out", "g"}), 1,
                    {"--attention auto", "remat grads makes no plan"});
