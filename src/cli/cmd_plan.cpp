@@ -186,7 +186,7 @@ void add_plan(CLI::App& root) {
     if (given("--ranks") && f.json)
       throw Error("cli", "--json with --ranks is not supported yet: the --ranks tables are text",
                   "drop --ranks, or drop --json");
-    if (given("--ranks") && budget && f.zero > 1)
+    if (given("--ranks") && budget && f.zero == 2)
       throw Error("cli", "--budget with --zero " + std::to_string(f.zero) + ": remat trains stages 0 and 1, so it plans "
                          "those; stage " + std::to_string(f.zero) + " is priced in the --ranks tables only",
                   "use --zero 0 or 1 with --budget");

@@ -1,6 +1,7 @@
 // remat train: trains a GPT on the built-in corpus (or --data) and prints the memory/compute report.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 
@@ -15,6 +16,7 @@
 #include "model/sample.h"
 #include "model/weights.h"
 #include "planner/budget.h"
+#include "planner/zero.h"
 #include "train/run_data.h"
 #include "train/report.h"
 #include "train/run_state.h"
@@ -146,7 +148,18 @@ void add_train(CLI::App& root) {
   add_shared(*app, "--ranks", f.o.ranks,
              "without mpirun, this process runs every rank's micro-batches and sums their gradients in rank order, "
              "bit-identical to mpirun -np N");
-  add_shared(*app, "--zero", f.o.zero, "2 and 3 are not supported yet");
+  add_shared(*app, "--zero", f.o.zero, "2 is not supported");
+  app->add_option_function<std::string>(
+         "--gather",
+         [&f](const std::string& v) {
+           if (v != "hold" && v != "regather")
+             throw Error("cli", "--gather must be hold or regather, got '" + v + "'", "e.g. --gather regather");
+           f.o.hold_gathers = v == "hold";
+         },
+         "With --zero 3: a block replayed before its backward, with other blocks between, stays gathered until "
+         "its backward (hold) or is gathered again for it (regather: less memory, more all-gathers); no bit changes")
+      ->type_name("POLICY")
+      ->default_str("hold");
   app->add_flag("--no-overlap", [&f](int64_t) { f.o.overlap_reduction = false; },
                 "With ranks: start every gradient reduction after the whole backward instead of as each block's "
                 "backward ends (a benchmark of how much communication the backward hides)");
@@ -278,6 +291,20 @@ void add_train(CLI::App& root) {
     ReportInput ri = report_input(t, s);  // the run's schedule, policies and kernels per block included
     if (given("--compare-none")) compare_against_none(ri, f.o);  // measured step times, into the report
     std::printf("%s", f.o.quiet ? (report_headline(ri) + "\n").c_str() : memory_report(ri).c_str());
+    if (const auto g = t.last_gathers(); g && !f.o.quiet) {
+      // Counted by the run against the schedule's count, and against the three gathers a block
+      // (forward, replay, backward) that PyTorch FSDP with activation checkpointing makes (its issue 105635).
+      const Schedule& run = ri.schedule ? *ri.schedule : t.step_options().schedule;
+      const int64_t per_rank = f.o.batch / f.o.ranks / t.micro_batch();
+      const int64_t every = std::count_if(run.begin(), run.end(), [](const Action& a) { return a.kind != Action::Kind::Free; });
+      const planner::GatherCount want = planner::zero3_gathers(run, f.o.hold_gathers);
+      std::printf("ZeRO-3 on rank 0: %lld all-gathers of blocks' parameters in the last step (the schedule's count: "
+                  "%lld; --gather %s), %s received; a block gathered for each forward, replay and backward would "
+                  "be %lld\n",
+                  (long long)g->count, (long long)((want.forward + want.backward) * per_rank),
+                  f.o.hold_gathers ? "hold" : "regather", format_bytes(size_t(g->bytes)).c_str(),
+                  (long long)(per_rank * every));
+    }
     if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
     {
       // One rank's step (its share of the batch); the budget planner plans one process, so with ranks

@@ -132,7 +132,7 @@ inline constexpr std::array kSharedFlags = {
     SharedFlag{"--ranks", "N", "Data-parallel ranks the batch is split over (under mpirun: the process count)", ""},
     SharedFlag{"--zero", "STAGE",
                "ZeRO stage (Rajbhandari et al. 2020): 0 replicates AdamW's state on every rank, 1 shards it over the "
-               "ranks",
+               "ranks, 3 shards the parameters and gradients too",
                ""},
     // Output.
     SharedFlag{"--out", "FILE", "The file this command writes (atomically)", ""},

@@ -50,17 +50,35 @@ Storage::Storage(size_t numel, Category cat, std::string name, DType dtype)
 }
 
 Storage::~Storage() {
+  if (!evicted_) evict();
+}
+
+void Storage::evict() {
+  REMAT_ASSERT(!evicted_, "Storage::evict: evicted already");
   if (!shape_only_) Allocator::global().release(data_, bytes(), cat_, name_, dtype_);
   else if (dry_) dry_->unaccount(bytes(), cat_, name_, dtype_);
+  data_ = nullptr;
+  evicted_ = true;
+}
+
+void Storage::restore() {
+  REMAT_ASSERT(evicted_, "Storage::restore: resident already");
+  if (!shape_only_) data_ = Allocator::global().allocate(bytes(), cat_, name_, dtype_);
+  else if (dry_) dry_->account(bytes(), cat_, name_, dtype_);
+  evicted_ = false;
 }
 
 void Storage::retag(Category to) {
-  if (!shape_only_) Allocator::global().retag(bytes(), cat_, to, name_, dtype_);
+  if (evicted_) {}  // nothing counted under the old category
+  else if (!shape_only_) Allocator::global().retag(bytes(), cat_, to, name_, dtype_);
   else if (dry_) dry_->retag(bytes(), cat_, to, name_, dtype_);
   cat_ = to;
 }
 
-void Storage::wrong_dtype(DType want) const {
+void Storage::wrong_access(DType want) const {
+  if (evicted_)
+    throw Error("tensor", "'" + name_ + "' was read while evicted (its bytes given back)",
+                "this is a bug in remat: please report it with the command that ran");
   throw Error("tensor", "'" + name_ + "' holds " + dtype_name(dtype_) + " but was read as " + dtype_name(want),
               "this is a bug in remat: please report it with the command that ran");
 }

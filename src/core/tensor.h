@@ -60,8 +60,8 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  // Typed access; asking for the wrong dtype throws remat::Error (a kernel of one precision handed a
-  // tensor of the other is a bug to name, not memory to misread).
+  // Typed access; asking for the wrong dtype, or for an evicted storage's bytes, throws remat::Error
+  // (a kernel of one precision handed a tensor of the other is a bug to name, not memory to misread).
   float* data() { check(DType::F32); return static_cast<float*>(data_); }
   const float* data() const { check(DType::F32); return static_cast<const float*>(data_); }
   bf16* data_bf16() { check(DType::BF16); return static_cast<bf16*>(data_); }
@@ -76,12 +76,19 @@ class Storage {
   uint64_t id() const { return id_; }
   bool shape_only() const { return shape_only_; }
   void retag(Category to);
+  // Gives the bytes back to the allocator (or, in a dry run, to its count) and keeps the rest: name,
+  // category, size and identity, so that every Tensor and tape binding of this storage stays valid.
+  // ZeRO-3 holds a parameter's whole value only while a block runs (dist/data_parallel.h). Reading an
+  // evicted storage throws. restore() takes the bytes again, uninitialised.
+  void evict();
+  void restore();
+  bool resident() const { return !evicted_; }
 
  private:
   void check(DType want) const {
-    if (dtype_ != want) [[unlikely]] wrong_dtype(want);
+    if (dtype_ != want || (evicted_ && !shape_only_)) [[unlikely]] wrong_access(want);
   }
-  [[noreturn]] void wrong_dtype(DType want) const;
+  [[noreturn]] void wrong_access(DType want) const;
   void* data_ = nullptr;
   Allocator* dry_ = nullptr;  // counts this shape-only storage (a DryRunAccount's), if any
   size_t numel_ = 0;
@@ -90,6 +97,7 @@ class Storage {
   uint64_t id_;
   DType dtype_ = DType::F32;
   bool shape_only_ = false;
+  bool evicted_ = false;
 };
 
 class Tensor {
@@ -122,6 +130,10 @@ class Tensor {
   uint64_t id() const { return storage_ ? storage_->id() : 0; }
   // Moves this tensor's bytes to another category in the accountant.
   void retag(Category to) { storage_->retag(to); }
+  // Storage::evict / restore / resident: the bytes given back and taken again, the identity kept.
+  void evict() { storage_->evict(); }
+  void restore() { storage_->restore(); }
+  bool resident() const { return storage_ && storage_->resident(); }
   // A fresh copy (new storage, same dtype) with the given category and name.
   Tensor clone(Category cat, std::string name) const;
   // Same storage, new shape with the same number of elements.

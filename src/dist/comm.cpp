@@ -144,15 +144,17 @@ Pending Comm::all_to_all(const float* data, std::span<const int64_t> off, float*
   return p;
 }
 
-Pending Comm::all_gather(float* data, std::span<const int64_t> off) const {
+Pending Comm::all_gather_raw(void* data, std::span<const int64_t> off, bool words16) const {
   Pending p;
   if (!mpi_) return p;
   p.impl_ = std::make_unique<Pending::Impl>();
   p.impl_->recv = std::make_unique<Counts>(off);
-  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, p.impl_->recv->count.data(),
-                  p.impl_->recv->displ.data(), MPI_FLOAT, g_gather, &p.impl_->req);
+  MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, p.impl_->recv->count.data(), p.impl_->recv->displ.data(),
+                  words16 ? MPI_UINT16_T : MPI_FLOAT, g_gather, &p.impl_->req);
   return p;
 }
+Pending Comm::all_gather(float* data, std::span<const int64_t> off) const { return all_gather_raw(data, off, false); }
+Pending Comm::all_gather(bf16* data, std::span<const int64_t> off) const { return all_gather_raw(data, off, true); }
 
 void Comm::gather(const float* chunk, std::span<const int64_t> off, float* full) const {
   if (!mpi_) return;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace remat::dist {
 
 // A non-blocking collective in flight (an MPI_Request; nothing for a process alone).
@@ -57,12 +59,14 @@ class Comm {
   // copies of this rank's chunk, in rank order (a reduce-scatter whose sum the caller does, in rank
   // order, so that the bits never depend on MPI's algorithm).
   Pending all_to_all(const float* data, std::span<const int64_t> off, float* recv) const;
-  // Every rank's chunk of `data` (in place) to every rank.
+  // Every rank's chunk of `data` (in place) to every rank; fp32, or bf16 (moved as 16-bit words).
   Pending all_gather(float* data, std::span<const int64_t> off) const;
+  Pending all_gather(bf16* data, std::span<const int64_t> off) const;
   // Chunks of `data` onto rank 0's `full` (ignored elsewhere); blocking.
   void gather(const float* chunk, std::span<const int64_t> off, float* full) const;
 
  private:
+  Pending all_gather_raw(void* data, std::span<const int64_t> off, bool words16) const;
   int rank_ = 0, size_ = 1;
   bool mpi_ = false;
 };

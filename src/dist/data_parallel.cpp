@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "kernels/adamw.h"
@@ -14,12 +15,26 @@ namespace remat::dist {
 struct DataParallel::Bucket {
   std::vector<size_t> params;  // indices into model.params()
   bool started = false, reduced = false;
+  bool gathered = false;       // ZeRO-3: the parameters whole, or on their way (fetch)
   std::vector<Tensor> recv;    // per parameter: N copies of this rank's chunk
-  std::vector<Pending> a2a, gather;
+  std::vector<Pending> a2a, gather, fetch;
 };
 
+namespace {
+void evict_if_resident(Tensor& t) {
+  if (t.defined() && t.resident()) t.evict();
+}
+// `N` copies of a chunk of `n`, one per rank, summed in rank order into `dst`: the same additions
+// whatever MPI did.
+void sum_in_rank_order(const float* in, int N, int64_t n, float* dst) {
+  std::copy(in, in + n, dst);
+  for (int s = 1; s < N; ++s)
+    for (int64_t j = 0; j < n; ++j) dst[j] += in[int64_t(s) * n + j];
+}
+}  // namespace
+
 DataParallel::DataParallel(Model& model, const Comm& comm, Parallelism p) : model_(model), comm_(comm), p_(p) {
-  REMAT_ASSERT(p.ranks >= 1 && (p.zero == 0 || p.zero == 1), "DataParallel: ranks >= 1, zero 0 or 1");
+  REMAT_ASSERT(p.ranks >= 1 && (p.zero == 0 || p.zero == 1 || p.zero == 3), "DataParallel: ranks >= 1, zero 0, 1 or 3");
   emulated_ = comm.size() == 1 && p.ranks > 1 && p.as_rank < 0;
   REMAT_ASSERT(emulated_ || comm.size() == p.ranks || (p.as_rank >= 0 && p.as_rank < p.ranks),
                "DataParallel: one process per rank, or one process for all, or a dry run of one rank");
@@ -36,6 +51,17 @@ DataParallel::DataParallel(Model& model, const Comm& comm, Parallelism p) : mode
     const auto split = model.split_name(params[i].name);
     buckets_[split ? size_t(split->first) : size_t(L)]->params.push_back(i);
   }
+  if (!zero3()) return;
+  const Shard sh = shard();
+  for (const Param& q : params) {
+    const int64_t n = q.value.numel(), len = sh.hi(n) - sh.lo(n);
+    Param c;
+    c.name = q.name;
+    c.value = Tensor::empty({len}, Category::Parameter, q.name + ".chunk");
+    c.grad = Tensor::zeros({len}, Category::Gradient, q.name + ".grad_chunk");
+    if (q.lowp.defined()) c.lowp = Tensor::empty({len}, Category::Parameter, q.name + ".bf16_chunk", DType::BF16);
+    chunks_.push_back(std::move(c));
+  }
 }
 
 DataParallel::~DataParallel() = default;
@@ -47,7 +73,7 @@ int DataParallel::rank() const {
 }
 int DataParallel::local_ranks() const { return emulated_ ? p_.ranks : 1; }
 Shard DataParallel::shard() const {
-  return p_.zero == 1 && !emulated_ ? Shard{rank(), p_.ranks} : Shard{};
+  return (p_.zero == 1 || p_.zero == 3) && !emulated_ ? Shard{rank(), p_.ranks} : Shard{};
 }
 
 void DataParallel::begin_rank(int local) {
@@ -83,24 +109,158 @@ void DataParallel::progress() {
       Param& q = model_.params()[b.params[k]];
       const std::vector<int64_t>& off = off_[b.params[k]];
       const int64_t lo = off[size_t(r)], n = off[size_t(r) + 1] - lo;
-      float* dst = q.grad.data() + lo;
-      const float* in = b.recv[k].data();
-      std::copy(in, in + n, dst);
-      for (int s = 1; s < N; ++s)
-        for (int64_t j = 0; j < n; ++j) dst[j] += in[int64_t(s) * n + j];
+      sum_in_rank_order(b.recv[k].data(), N, n, q.grad.data() + lo);
       if (p_.zero == 0) b.gather.push_back(comm_.all_gather(q.grad.data(), off));
     }
     b.reduced = true;
   }
 }
 
+std::vector<Tensor*> DataParallel::gathered_tensors(Param& q, bool rest) {
+  std::vector<Tensor*> out;
+  if (rest || !q.lowp.defined()) out.push_back(&q.value);  // the embedding reads its master
+  if (q.lowp.defined()) out.push_back(&q.lowp);            // a matmul reads its bf16 copy
+  return out;
+}
+
+void DataParallel::gather(Bucket& b, bool count) {
+  if (b.gathered) return;
+  b.gathered = true;
+  const bool rest = &b == buckets_.back().get();
+  const size_t r = size_t(rank());
+  for (size_t i : b.params) {
+    Param& q = model_.params()[i];
+    const std::vector<int64_t>& off = off_[i];
+    const int64_t lo = off[r], len = off[r + 1] - lo, n = q.value.numel();
+    for (Tensor* t : gathered_tensors(q, rest)) {
+      t->restore();
+      if (count) gathered_bytes_ += int64_t(t->bytes() / size_t(n)) * (n - len);
+      if (shape_only()) continue;
+      if (t->is_bf16()) {
+        std::memcpy(t->data_bf16() + lo, chunks_[i].lowp.data_bf16(), size_t(len) * sizeof(bf16));
+        b.fetch.push_back(comm_.all_gather(t->data_bf16(), off));
+      } else {
+        std::memcpy(t->data() + lo, chunks_[i].value.data(), size_t(len) * sizeof(float));
+        b.fetch.push_back(comm_.all_gather(t->data(), off));
+      }
+    }
+  }
+  if (count) ++gathers_;
+}
+
+void DataParallel::wait(Bucket& b) {
+  for (Pending& x : b.fetch) x.wait();
+  b.fetch.clear();
+}
+
+void DataParallel::free(Bucket& b) {
+  if (!b.gathered) return;
+  wait(b);  // a gather in flight writes into the buffers until it completes
+  const bool rest = &b == buckets_.back().get();
+  for (size_t i : b.params)
+    for (Tensor* t : gathered_tensors(model_.params()[i], rest)) t->evict();
+  b.gathered = false;
+}
+
+void DataParallel::before_step(const Schedule& schedule) {
+  if (!zero3()) return;
+  schedule_ = schedule;
+  pc_ = 0;
+  gathers_ = gathered_bytes_ = 0;
+  auto& params = model_.params();
+  if (whole_) {  // after the start, a resume or unshard(): this rank's chunks, then nothing whole
+    const size_t r = size_t(rank());
+    for (size_t i = 0; i < params.size(); ++i) {
+      Param& q = params[i];
+      const int64_t lo = off_[i][r], len = off_[i][r + 1] - lo;
+      if (!shape_only()) {
+        std::memcpy(chunks_[i].value.data(), q.value.data() + lo, size_t(len) * sizeof(float));
+        if (q.lowp.defined()) std::memcpy(chunks_[i].lowp.data_bf16(), q.lowp.data_bf16() + lo, size_t(len) * sizeof(bf16));
+      }
+      evict_if_resident(q.value);
+      evict_if_resident(q.lowp);
+      evict_if_resident(q.grad);
+    }
+    whole_ = false;
+  }
+  // The embedding and the head, for the whole step, and their gradients.
+  Bucket& rest = *buckets_.back();
+  gather(rest, false);
+  wait(rest);
+  restore_grads(rest);
+}
+
+void DataParallel::restore_grads(Bucket& b) {
+  for (size_t i : b.params) {
+    Tensor& g = model_.params()[i].grad;
+    if (g.resident()) continue;
+    g.restore();
+    if (!shape_only()) std::memset(g.data(), 0, g.bytes());
+  }
+}
+
+void DataParallel::before_action(const Action& a) {
+  if (!zero3() || a.kind == Action::Kind::Free) return;
+  Bucket& b = *buckets_[size_t(a.block)];
+  gather(b, true);
+  for (size_t k = pc_ + 1; k < schedule_.size(); ++k) {  // the next action's block, on its way meanwhile
+    const Action& n = schedule_[k];
+    if (n.kind == Action::Kind::Free) continue;
+    gather(*buckets_[size_t(n.block)], true);
+    break;
+  }
+  wait(b);
+  if (a.kind == Action::Kind::Backward) restore_grads(b);
+}
+
+void DataParallel::finish(Bucket& b) {
+  const int N = p_.ranks;
+  const size_t r = size_t(rank());
+  if (!shape_only())
+    for (Pending& x : b.a2a) x.wait();
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    Param& q = model_.params()[b.params[k]];
+    if (!shape_only()) {  // this rank's chunk, summed in rank order, as progress() sums it
+      const int64_t n = off_[b.params[k]][r + 1] - off_[b.params[k]][r];
+      sum_in_rank_order(b.recv[k].data(), N, n, chunks_[b.params[k]].grad.data());
+    }
+    q.grad.evict();
+  }
+  b.recv.clear();
+  b.a2a.clear();
+  b.reduced = true;
+}
+
 void DataParallel::after_action(const Action& a) {
+  if (zero3()) {
+    const size_t here = pc_++;
+    if (a.kind == Action::Kind::Free) return;
+    Bucket& b = *buckets_[size_t(a.block)];
+    size_t next = schedule_.size();  // the schedule's next use of this block in the micro-batch
+    for (size_t k = here + 1; k < schedule_.size() && next == schedule_.size(); ++k)
+      if (schedule_[k].kind != Action::Kind::Free && schedule_[k].block == a.block) next = k;
+    const bool replay = a.kind == Action::Kind::Forward && a.recompute;
+    if (!(next == here + 1 || (next < schedule_.size() && replay && p_.hold))) free(b);
+    if (micro_ != p_.accum - 1 || a.kind != Action::Kind::Backward || !p_.overlap) return;
+    // The block's reduction starts; the one before it, started one backward ago, ends here: at a
+    // point of the schedule, so that the gradients freed and the buffers held are the same in every
+    // run and in the dry run.
+    for (Bucket* o : order_)
+      if (!o->reduced) finish(*o);
+    start(b);
+    return;
+  }
   if (emulated_ || !p_.overlap || micro_ != p_.accum - 1) return;  // the last micro-batch completes the gradients
   if (a.kind == Action::Kind::Backward) start(*buckets_[size_t(a.block)]);
   progress();
 }
 
-void DataParallel::after_micro_batch() { ++micro_; }
+void DataParallel::after_micro_batch() {
+  ++micro_;
+  if (!zero3()) return;
+  pc_ = 0;
+  for (size_t i = 0; i + 1 < buckets_.size(); ++i) free(*buckets_[i]);
+}
 
 void DataParallel::end_rank(int local, double loss_sum) {
   losses_[size_t(local)] = loss_sum;
@@ -128,7 +288,11 @@ void DataParallel::after_backward() {
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& b : buckets_)
     if (!b->started) start(*b);
-  if (!shape_only()) {
+  if (zero3()) {
+    for (Bucket* b : order_)
+      if (!b->reduced) finish(*b);
+    for (auto& b : buckets_) free(*b);
+  } else if (!shape_only()) {
     for (auto& b : buckets_)
       for (Pending& x : b->a2a) x.wait();
     progress();
@@ -145,8 +309,31 @@ void DataParallel::after_backward() {
   order_.clear();
 }
 
+std::vector<Param>* DataParallel::parameter_chunks() { return zero3() ? &chunks_ : nullptr; }
+
+void DataParallel::unshard() {
+  if (!zero3() || whole_) return;
+  std::vector<Pending> gathers;
+  auto& params = model_.params();
+  const size_t r = size_t(comm_.rank());
+  for (size_t i = 0; i < params.size(); ++i) {
+    Param& q = params[i];
+    const int64_t lo = off_[i][r], len = off_[i][r + 1] - lo;
+    if (!q.value.resident()) q.value.restore();
+    std::memcpy(q.value.data() + lo, chunks_[i].value.data(), size_t(len) * sizeof(float));
+    gathers.push_back(comm_.all_gather(q.value.data(), off_[i]));
+    if (q.lowp.defined()) {
+      if (!q.lowp.resident()) q.lowp.restore();
+      std::memcpy(q.lowp.data_bf16() + lo, chunks_[i].lowp.data_bf16(), size_t(len) * sizeof(bf16));
+      gathers.push_back(comm_.all_gather(q.lowp.data_bf16(), off_[i]));
+    }
+  }
+  for (Pending& g : gathers) g.wait();
+  whole_ = true;
+}
+
 void DataParallel::after_update() {
-  if (emulated_ || p_.zero == 0 || shape_only()) return;
+  if (emulated_ || p_.zero != 1 || shape_only()) return;
   // Every rank's updated chunk of every parameter, then each bf16 copy from its whole master (the
   // rank's own chunk was rounded by the update: the same rounding).
   std::vector<Pending> gathers;
@@ -162,13 +349,14 @@ double DataParallel::grad_norm() const {
   const int N = p_.ranks;
   if (shape_only()) return 0;
   auto chunk_sq = [&](size_t i, int r) {  // the sum of squares of chunk r of parameter i's gradient
+    if (zero3()) return kernels::sum_squares(chunks_[i].grad.cspan());  // r is this rank
     const std::vector<int64_t>& off = off_[i];
     return kernels::sum_squares(
         params[i].grad.cspan().subspan(size_t(off[size_t(r)]), size_t(off[size_t(r) + 1] - off[size_t(r)])));
   };
   // Under ZeRO-1 a rank holds only its chunks reduced: every rank's are gathered ([rank][param]).
   std::vector<double> all;
-  const bool gathered = p_.zero == 1 && !emulated_;
+  const bool gathered = p_.zero != 0 && !emulated_;
   if (gathered) {
     std::vector<double> mine;
     for (size_t i = 0; i < params.size(); ++i) mine.push_back(chunk_sq(i, comm_.rank()));
@@ -203,14 +391,14 @@ void DataParallel::cut_moments(const std::vector<Tensor>& full, Shard s, std::ve
   }
 }
 
-RankShare rank_share_to_plan(int ranks, int zero, int64_t rank_accum, bool overlap) {
+RankShare rank_share_to_plan(int ranks, int zero, int64_t rank_accum, bool overlap, bool hold) {
   RankShare r;
   if (ranks <= 1) return r;
-  const Parallelism par{ranks, zero, rank_accum, overlap, ranks - 1};
+  const Parallelism par{ranks, zero, rank_accum, overlap, ranks - 1, hold};
   r.make_extension = [par](Model& m) -> std::unique_ptr<StepExtension> {
     return std::make_unique<DataParallel>(m, Comm::world(), par);
   };
-  if (zero == 1) r.optimizer_shard = Shard{ranks - 1, ranks};
+  if (zero != 0) r.optimizer_shard = Shard{ranks - 1, ranks};
   return r;
 }
 

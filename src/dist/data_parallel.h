@@ -1,4 +1,4 @@
-// Data parallelism over the ranks of a run (Comm), and ZeRO stage 1 (Rajbhandari et al. 2020).
+// Data parallelism over the ranks of a run (Comm), and ZeRO stages 1 and 3 (Rajbhandari et al. 2020).
 //
 // Each rank runs its own micro-batches; their gradient is summed over ranks in rank order, so the
 // bits never depend on MPI's algorithm or on timing: a run on N ranks is bit-identical to one
@@ -14,6 +14,20 @@
 // AdamW's state, then the parameters are gathered). The buffers a reduction receives into live
 // from its start to the end of the backward, at points fixed by the schedule, so the whole step's
 // peak is the same in every run and the dry run predicts it (StepExtension).
+//
+// ZeRO-3 shards the parameters too. Between steps a rank holds its chunk of every parameter's fp32
+// master, gradient and bf16 copy (parameter_chunks()) and nothing whole. The schedule says when each
+// block runs, so the gathers follow it instead of guessing from hooks: a block's parameters (its bf16
+// copies under --precision bf16) are gathered before the block's first action, the next action's
+// block is prefetched while it runs, and they are freed after the action unless the schedule's next
+// use of the block is the very next action (a replay right before its backward: one gather serves
+// both). Where a segment replays several blocks before their backwards, Parallelism::hold keeps each
+// replayed block gathered until its backward, or frees it and gathers again. The first forward's
+// gather is always freed: the backward gathers again, at most once per block with `hold`. A block's
+// whole gradient lives from its first backward to the end of its reduction, which leaves the rank
+// its chunk summed in rank order, as ZeRO-0 and 1 sum it: the same bits. With several micro-batches
+// a rank, each rank's gradients stay whole until the last one (as PyTorch FSDP's no_sync), so that
+// the sums keep that order. The embedding and the head are gathered for the whole step.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,7 +42,7 @@ namespace remat::dist {
 
 struct Parallelism {
   int ranks = 1;  // the data-parallel ranks (mpirun's processes, or emulated in one process)
-  int zero = 0;   // 0: replicated optimizer state; 1: sharded
+  int zero = 0;   // 0: replicated optimizer state; 1: sharded; 3: parameters and gradients sharded too
   int64_t accum = 1;  // micro-batches per rank per step
   // Start each block's reduction when its backward ends (false: every reduction after the backward,
   // for benchmarks of how much of the communication the backward hides).
@@ -38,6 +52,9 @@ struct Parallelism {
   // n / ranks, and the last one's the ceiling), so its step bounds every rank's, and every rank plans
   // the same plan from it.
   int as_rank = -1;
+  // ZeRO-3: a block replayed before its backward, with other actions between, stays gathered (true) or
+  // is gathered again for its backward (false: less memory, more all-gathers).
+  bool hold = true;
 };
 
 class DataParallel : public StepExtension {
@@ -50,15 +67,24 @@ class DataParallel : public StepExtension {
   // The ranks this process runs: its own under mpirun, all of them when it emulates them.
   int first_rank() const;
   int local_ranks() const;
-  Shard shard() const;  // the optimizer state's (whole unless ZeRO-1 under mpirun)
+  Shard shard() const;  // the optimizer state's (whole unless ZeRO-1 or 3 under mpirun)
 
   // Before a local rank's micro-batches (emulated ranks: each starts from a zero gradient).
   void begin_rank(int local);
+  void before_step(const Schedule& schedule) override;
+  void before_action(const Action& a) override;
   void after_action(const Action& a) override;
   void after_micro_batch() override;
   void end_rank(int local, double loss_sum);  // the rank's summed micro-batch losses
   void after_backward() override;  // every reduction complete
   void after_update() override;    // ZeRO-1: the updated chunks gathered
+  std::vector<Param>* parameter_chunks() override;  // ZeRO-3's chunks; else null
+  // ZeRO-3: every parameter whole again on every rank (a collective), for what reads the whole model
+  // between steps: validation, a checkpoint, the saved weights, a sample. The next step frees them.
+  void unshard();
+  // ZeRO-3: the all-gathers of blocks' parameters in the last step, and the bytes each rank received.
+  int64_t last_gathers() const { return gathers_; }
+  int64_t last_gathered_bytes() const { return gathered_bytes_; }
   // The global gradient norm: the sum of squares of each parameter's chunks, in parameter then rank
   // order, the same bits on every rank and for either stage.
   double grad_norm() const;
@@ -75,8 +101,17 @@ class DataParallel : public StepExtension {
  private:
   struct Bucket;
   int rank() const;  // p_.as_rank, or this process's
+  bool zero3() const { return p_.zero == 3 && !emulated_; }
   void start(Bucket& b);
   void progress();
+  // ZeRO-3: a bucket's parameters made whole (started; wait() completes them), and freed.
+  void gather(Bucket& b, bool count);
+  void wait(Bucket& b);
+  void free(Bucket& b);
+  void restore_grads(Bucket& b);  // a bucket's whole gradients, zeroed, if they are not held
+  void finish(Bucket& b);         // ZeRO-3: a reduction completed into the chunks, its gradients freed
+  // Whether the tensor of `q` that the bucket's actions read is its bf16 copy, its master, or both.
+  std::vector<Tensor*> gathered_tensors(Param& q, bool rest);
   Model& model_;
   const Comm& comm_;
   Parallelism p_;
@@ -85,14 +120,19 @@ class DataParallel : public StepExtension {
   std::vector<std::vector<int64_t>> off_;         // per parameter: its N chunks' bounds (chunks())
   std::vector<Tensor> sum_;                       // emulated ranks: the gradient summed so far
   std::vector<double> losses_;                    // per local rank
+  std::vector<Param> chunks_;                     // ZeRO-3: this rank's chunks
+  bool whole_ = true;                             // ZeRO-3: the model's parameters are whole and current
+  Schedule schedule_;                             // the step's, for ZeRO-3's gathers
+  size_t pc_ = 0;                                 // the action of the schedule that runs next
+  int64_t gathers_ = 0, gathered_bytes_ = 0;
   int micro_ = 0;                                 // micro-batches done in this rank's step
   bool emulated_ = false;
   double wait_s_ = 0;
 };
 
-// What the planner dry-runs for one rank of `ranks` under ZeRO stage `zero` (0 or 1), `rank_accum`
+// What the planner dry-runs for one rank of `ranks` under ZeRO stage `zero` (0, 1 or 3), `rank_accum`
 // micro-batches a rank: the last rank's step (Parallelism::as_rank), the largest, so that every rank
 // plans the same plan and every rank's step fits it. Empty for one rank. Works with or without mpirun.
-RankShare rank_share_to_plan(int ranks, int zero, int64_t rank_accum, bool overlap);
+RankShare rank_share_to_plan(int ranks, int zero, int64_t rank_accum, bool overlap, bool hold = true);
 
 }  // namespace remat::dist

@@ -165,7 +165,7 @@ int64_t Model::num_params() const {
 
 void Model::zero_grad() {
   for (Param& p : params_)
-    if (!p.grad.shape_only()) std::memset(p.grad.data(), 0, p.grad.bytes());
+    if (!p.grad.shape_only() && p.grad.resident()) std::memset(p.grad.data(), 0, p.grad.bytes());  // ZeRO-3 evicts
 }
 
 Tensor Model::loss(const Tensor& logits, std::span<const int32_t> targets, double count) const {

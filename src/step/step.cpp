@@ -193,19 +193,26 @@ StepMemory dry_run_step(const ModelConfig& cfg, int64_t B, int64_t T, int64_t ac
     // Data parallelism's buffers and hooks, counted as the trainer's are.
     const std::unique_ptr<StepExtension> ext = opt.make_extension ? opt.make_extension(*st.model) : nullptr;
     StepOptions so = opt;
-    if (ext)
+    if (ext) {
+      so.before_action = [&](const Action& a) {
+        if (opt.before_action) opt.before_action(a);
+        ext->before_action(a);
+      };
       so.after_action = [&](const Action& a) {
         if (opt.after_action) opt.after_action(a);
         ext->after_action(a);
       };
+    }
     // Trainer::step: every micro-batch's forward_backward, the gradient norm and the AdamW update.
     const uint64_t n0 = acct.allocations(), b0 = acct.allocated_bytes();
+    if (ext) ext->before_step(opt.schedule);
     for (int64_t k = 0; k < accum; ++k) {
       forward_backward(*st.model, st.batch->micro_batch(), double(B * T * accum), StepRng{0, true}, so, &m);
       if (ext) ext->after_micro_batch();
     }
     if (ext) ext->after_backward();
-    adamw_step(*st.model, st.adam_m, st.adam_v, AdamWSettings{}, grad_norm(*st.model), 0.0f, 1, opt.optimizer_shard);
+    adamw_step(*st.model, st.adam_m, st.adam_v, AdamWSettings{}, grad_norm(*st.model), 0.0f, 1, opt.optimizer_shard,
+               ext ? ext->parameter_chunks() : nullptr);
     if (ext) ext->after_update();
     StepMeasure last;  // the optimizer's part, with the last micro-batch's (peaks since its reset)
     last.take_peaks(acct);
@@ -271,21 +278,23 @@ double grad_norm(const Model& model) {
 }
 
 void adamw_step(Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v, const AdamWSettings& s, double norm,
-                float lr, int64_t t, Shard shard) {
+                float lr, int64_t t, Shard shard, std::vector<Param>* chunks) {
   auto& params = model.params();
   REMAT_ASSERT(m.size() == params.size() && v.size() == params.size(), "adamw_step: one moment per parameter");
+  REMAT_ASSERT(!chunks || (chunks->size() == params.size() && !shard.whole()), "adamw_step: one chunk per parameter");
   for (size_t i = 0; i < params.size(); ++i) {
-    Param& p = params[i];
-    if (p.value.shape_only()) continue;  // a dry run: the update allocates nothing
-    const int64_t n = p.value.numel(), lo = shard.lo(n), len = shard.hi(n) - lo;
+    const Param& p = params[i];
+    Param& at = chunks ? (*chunks)[i] : params[i];  // where the shard's elements live
+    if (at.value.shape_only()) continue;  // a dry run: the update allocates nothing
+    const int64_t n = p.value.numel(), lo = shard.lo(n), len = shard.hi(n) - lo, from = chunks ? 0 : lo;
     REMAT_ASSERT(m[i].numel() == len && v[i].numel() == len, "adamw_step: moments of another shard");
-    const std::span<float> grad = p.grad.span().subspan(size_t(lo), size_t(len));
+    const std::span<float> grad = at.grad.span().subspan(size_t(from), size_t(len));
     if (s.clip > 0 && norm > s.clip) kernels::scale_inplace(grad, float(s.clip / norm));
     // GPT-2 and LLaMA practice: no weight decay on biases and norm gains (1-D tensors).
     const float wd = p.value.shape().size() >= 2 ? s.weight_decay : 0.0f;
     // The matmuls' bf16 copy (--precision bf16) follows its updated master, in the same pass.
-    kernels::adamw_update(p.value.span().subspan(size_t(lo), size_t(len)), grad, m[i].span(), v[i].span(), len, lr,
-                          s.beta1, s.beta2, s.eps, wd, t, p.lowp.defined() ? p.lowp.data_bf16() + lo : nullptr);
+    kernels::adamw_update(at.value.span().subspan(size_t(from), size_t(len)), grad, m[i].span(), v[i].span(), len, lr,
+                          s.beta1, s.beta2, s.eps, wd, t, at.lowp.defined() ? at.lowp.data_bf16() + from : nullptr);
   }
 }
 

@@ -75,10 +75,15 @@ struct Shard {
 // dry_run_step around its dry one (made inside the dry run, so its buffers are counted there).
 struct StepExtension {
   virtual ~StepExtension() = default;
+  virtual void before_step(const Schedule&) {}  // before the step's first micro-batch, with its schedule
+  virtual void before_action(const Action&) {}
   virtual void after_action(const Action&) {}
   virtual void after_micro_batch() {}  // after each micro-batch's backward
   virtual void after_backward() {}     // after the last micro-batch: every gradient reduced
   virtual void after_update() {}       // after AdamW
+  // ZeRO-3: this rank's chunk of every parameter (value, gradient and bf16 copy, flat, in the order of
+  // model.params()), which AdamW updates in place of the model's; null while the model holds them.
+  virtual std::vector<Param>* parameter_chunks() { return nullptr; }
 };
 
 struct StepOptions {
@@ -171,9 +176,11 @@ double grad_norm(const Model& model);
 // with learning rate `lr`: no weight decay on 1-D parameters (biases, norm gains), as GPT-2 and LLaMA
 // do. The trainer's optimizer step, run by dry_run_step too (no kernel there).
 // Under a shard, only the shard's chunk of each parameter (and of its bf16 copy) is clipped and updated,
-// with the shard's moments; element for element the same arithmetic as the whole update.
+// with the shard's moments; element for element the same arithmetic as the whole update. With
+// `chunks` (ZeRO-3: StepExtension::parameter_chunks()), the shard's chunks are those flat tensors
+// instead of parts of the model's parameters.
 void adamw_step(Model& model, std::vector<Tensor>& m, std::vector<Tensor>& v, const AdamWSettings& s, double norm,
-                float lr, int64_t t, Shard shard = {});
+                float lr, int64_t t, Shard shard = {}, std::vector<Param>* chunks = nullptr);
 
 // Forward only, nothing recorded: the mean loss of the batch.
 float evaluate_loss(const Model& model, const MicroBatch& mb);

@@ -184,6 +184,7 @@ TrainSummary Trainer::run() {
   // other failed (a full disk under --save-dir must not cost the weights on another disk), then the
   // sample, which a signal may cut short.
   std::exception_ptr failed;
+  whole_parameters();  // every rank, before the ones that write or sample read the model
   if (!o.save_dir.empty() && !saved_here) {
     try {
       sum.checkpoint = save_checkpoint(st);

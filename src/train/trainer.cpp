@@ -33,6 +33,14 @@
 
 namespace remat {
 
+namespace {
+dist::Parallelism parallelism_of(const TrainOptions& o, int64_t rank_accum) {
+  dist::Parallelism p{int(o.ranks), int(o.zero), rank_accum, o.overlap_reduction};
+  p.hold = o.hold_gathers;
+  return p;
+}
+}  // namespace
+
 
 Trainer::Trainer(const TrainOptions& o) {
   const auto [micro, T] = check_train_options(o);
@@ -107,7 +115,7 @@ Trainer::Trainer(const TrainOptions& o) {
                  (o.val_data.empty() || o.random_tokens > 0 ? 0 : s.val_data.buffer_bytes()) +
                  (s.tokenizer ? s.tokenizer->table_bytes() : 0);
   s.rank_accum = s.accum / o.ranks;
-  if (o.ranks > 1) s.dp = std::make_unique<dist::DataParallel>(*s.model, world, dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum, o.overlap_reduction});
+  if (o.ranks > 1) s.dp = std::make_unique<dist::DataParallel>(*s.model, world, parallelism_of(o, s.rank_accum));
   const Shard shard = s.dp ? s.dp->shard() : Shard{};
   make_adamw_moments(*s.model, &s.m, &s.v, shard);
   s.batch = std::make_unique<BatchBuffers>(micro, T);
@@ -169,10 +177,15 @@ double Trainer::last_grad_norm() const { return impl_->last_norm; }
 std::optional<double> Trainer::last_reduce_wait_s() const {
   return impl_->dp ? std::optional<double>(impl_->dp->last_wait_s()) : std::nullopt;
 }
+std::optional<Trainer::Gathers> Trainer::last_gathers() const {
+  if (!impl_->dp || impl_->opt.zero != 3 || impl_->dp->local_ranks() != 1) return std::nullopt;
+  return Gathers{impl_->dp->last_gathers(), impl_->dp->last_gathered_bytes()};
+}
 bool Trainer::last_step_finite() const { return impl_->last_finite; }
 
 std::string Trainer::save_checkpoint(int64_t step) {
   Impl& s = *impl_;
+  whole_parameters();
   std::vector<Tensor> full_m, full_v;  // ZeRO-1: the moments gathered onto rank 0
   const bool sharded = s.dp && !s.dp->shard().whole();
   if (sharded) {
@@ -232,8 +245,7 @@ StepMemory Trainer::predicted_memory() const {
   // buffers, made by the same code inside the dry run.
   const TrainOptions& o = s.opt;
   so.make_extension = [&o, &s](Model& model) -> std::unique_ptr<StepExtension> {
-    return std::make_unique<dist::DataParallel>(model, dist::Comm::world(),
-                                                dist::Parallelism{int(o.ranks), int(o.zero), s.rank_accum, o.overlap_reduction});
+    return std::make_unique<dist::DataParallel>(model, dist::Comm::world(), parallelism_of(o, s.rank_accum));
   };
   return dry_run_step(s.opt.model, s.micro, s.T, s.rank_accum * s.dp->local_ranks(), so, s.data_bytes);
 }
@@ -260,7 +272,9 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
     // streams one process accumulating all of them would run, disjoint across ranks.
     dist::DataParallel& dp = *s.dp;
     StepOptions ranked = so;
+    ranked.before_action = [&dp](const Action& a) { dp.before_action(a); };
     ranked.after_action = [&dp](const Action& a) { dp.after_action(a); };
+    dp.before_step(so.schedule);
     for (int l = 0; l < dp.local_ranks(); ++l) {
       const int64_t r = dp.first_rank() + l;
       dp.begin_rank(l);
@@ -285,7 +299,8 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
   s.last_finite = std::isfinite(loss) && std::isfinite(norm);
   if (s.last_finite) {
     const AdamWSettings aw{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.clip};
-    adamw_step(*s.model, s.m, s.v, aw, norm, float(lr_at(step)), step + 1, so.optimizer_shard);
+    adamw_step(*s.model, s.m, s.v, aw, norm, float(lr_at(step)), step + 1, so.optimizer_shard,
+               s.dp ? s.dp->parameter_chunks() : nullptr);
     if (s.dp) s.dp->after_update();
   }  // else weights and moments untouched
   if (measure) {  // the optimizer's part, with the last micro-batch's (the peaks since its reset)
@@ -302,8 +317,13 @@ float Trainer::step(int64_t step, StepMeasure* measure) {
   return float(loss / double(s.accum));
 }
 
+void Trainer::whole_parameters() {
+  if (impl_->dp) impl_->dp->unshard();
+}
+
 float Trainer::validate() {
   Impl& s = *impl_;
+  whole_parameters();
   double sum = 0;
   int64_t k = 0;
   for (; k < s.opt.eval_batches; ++k) {

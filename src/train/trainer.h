@@ -42,6 +42,9 @@ struct TrainOptions : RunConfig {
   // Data parallelism: start each block's gradient reduction as its backward ends (false: after the
   // whole backward; a benchmark's switch, no bit changes).
   bool overlap_reduction = true;
+  // ZeRO-3: a block replayed before its backward, with other actions between, stays gathered until its
+  // backward (true), or is freed and gathered again (false: less memory, more all-gathers). No bit changes.
+  bool hold_gathers = true;
   autograd::OpProfile* profile = nullptr;  // per-op wall time of every step, if set
 
   // Runs that survive (run_state.h).
@@ -85,6 +88,9 @@ class Trainer {
   int64_t accum() const;        // micro-batches per optimizer step
   // Mean validation loss over eval_batches fixed windows.
   float validate();
+  // Under ZeRO-3, every parameter whole on every rank (a collective: every rank calls it), for what
+  // reads the whole model between steps; the next step shards them again. Else nothing.
+  void whole_parameters();
   // Greedy-free sampling: temperature 1 with a fixed seed, byte-level text.
   std::string sample(int64_t tokens, uint64_t seed);
   // One optimizer step (all micro-batches); returns the mean loss. The global gradient norm is
@@ -96,6 +102,12 @@ class Trainer {
   // Under data parallelism, the seconds the last step waited for gradient reductions after its
   // backward (what the backward did not hide); nullopt in one process.
   std::optional<double> last_reduce_wait_s() const;
+  // Under ZeRO-3: the all-gathers of blocks' parameters the last step made on this rank, and the bytes
+  // they brought it.
+  struct Gathers {
+    int64_t count = 0, bytes = 0;
+  };
+  std::optional<Gathers> last_gathers() const;
   bool last_step_finite() const;
   // The first step run() runs: the checkpoint's step when resumed, else 0.
   int64_t start_step() const;

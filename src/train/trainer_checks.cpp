@@ -75,12 +75,12 @@ TrainShape check_train_options(const TrainOptions& o) {
   if (o.keep < 1)
     throw Error("train", "--keep must be at least 1, got " + std::to_string(o.keep), "e.g. --keep 2");
   const dist::Comm& world = dist::Comm::world();
-  if (o.zero == 2 || o.zero == 3)
-    throw Error("train", "--zero " + std::to_string(o.zero) + " is not supported: remat shards AdamW's state (--zero 1), "
-                         "not the gradients or the parameters yet",
-                "use --zero 1 (optimizer state sharded over the ranks) or --zero 0 (replicated)");
-  if (o.zero != 0 && o.zero != 1)
-    throw Error("train", "--zero must be 0 or 1, got " + std::to_string(o.zero), "e.g. --zero 1");
+  if (o.zero == 2)
+    throw Error("train", "--zero 2 is not supported: remat shards AdamW's state (--zero 1), or the parameters, "
+                         "gradients and AdamW's state (--zero 3)",
+                "use --zero 1 or --zero 3");
+  if (o.zero != 0 && o.zero != 1 && o.zero != 3)
+    throw Error("train", "--zero must be 0, 1 or 3, got " + std::to_string(o.zero), "e.g. --zero 1");
   if (o.ranks < 1 || o.ranks > 4096)
     throw Error("train", "--ranks must be between 1 and 4096, got " + std::to_string(o.ranks), "e.g. --ranks 2");
   if (world.size() > 1 && o.ranks != world.size())
