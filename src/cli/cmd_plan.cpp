@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/cmd_plan_textbook.h"
+#include "cli/cmd_train.h"
 #include "cli/flags.h"
 #include "planner/comm.h"
 #include "planner/planner.h"
@@ -267,9 +268,13 @@ void add_plan(CLI::App& root) {
     const std::vector<KernelPlans> kernels = plan_kernels(target);
     std::optional<StepPlan> chosen;
     std::optional<Error> refused;  // with --svg, the picture is drawn (the budget and the least marked) before it is thrown
+    bool hold = true;  // ZeRO-3's gather policy, planned with the budget
     if (budget) {
       try {
-        chosen = plan_for_budget(target, *budget, kernels);  // before any output: a refused budget prints only its error
+        // before any output: a refused budget prints only its error
+        chosen = plan_batch != f.batch && f.zero == 3
+                     ? plan_rank_budget(target, *budget, int(f.ranks), int(f.zero), plan_batch / micro, true, &hold)
+                     : plan_for_budget(target, *budget, kernels);
       } catch (const Error& e) {
         if (f.svg.empty()) throw;
         refused = e;
@@ -315,7 +320,9 @@ void add_plan(CLI::App& root) {
       }
       const std::string launch =
           plan_batch != f.batch ? "mpirun -np " + std::to_string(f.ranks) + " remat train" : std::string("remat train");
-      const std::string ranks_flags = plan_batch != f.batch ? " --zero " + std::to_string(f.zero) : "";
+      const std::string ranks_flags = plan_batch != f.batch ? " --zero " + std::to_string(f.zero) +
+                                                                  (f.zero == 3 && !hold ? " --gather regather" : "")
+                                                            : "";
       use = launch + model_flags + ranks_flags + " --batch " + std::to_string(f.batch) + " --micro-batch " +
             std::to_string(micro) + (f.data.empty() ? "" : " --data " + f.data) +
             (f.data_format != "auto" ? " --data-format " + f.data_format : "") + " " + how;
@@ -391,8 +398,9 @@ void add_plan(CLI::App& root) {
                 shown.size() < frontier.size() ? (", " + std::to_string(shown.size()) + " shown; --frontier for all").c_str() : "");
     print_rows(shown, base, cal);
     if (chosen) {
-      std::printf("plan for --budget %s (whole step): %s, attention %s\n", format_bytes(*budget).c_str(),
-                  chosen->summary.c_str(), attention_label(*chosen).c_str());
+      std::printf("plan for --budget %s (whole step): %s, attention %s%s\n", format_bytes(*budget).c_str(),
+                  chosen->summary.c_str(), attention_label(*chosen).c_str(),
+                  plan_batch != f.batch && f.zero == 3 ? (hold ? ", --gather hold" : ", --gather regather") : "");
       std::string time;
       if (chosen->seconds && textbook.front().plan.seconds)
         time = ", step time " + seconds_str(*chosen) + " calibrated (" +

@@ -36,7 +36,7 @@ void print_model_state_per_rank(const ModelConfig& cfg, int ranks, int zero) {
   const char* formulas[] = {"(2+2+K) psi", "(2+2) psi + K psi/N", "2 psi + (2+K) psi/N", "(2+2+K) psi/N"};
   for (int s = 0; s <= 3; ++s) {
     const std::optional<planner::RankModelState> r = planner::remat_model_state(cfg, ranks, s);
-    std::string mine = "not supported yet";
+    std::string mine = "not supported";
     if (r)
       mine = gb(double(r->total())) + " (parameters " + gb(double(r->parameters)) + ", gradients " +
              gb(double(r->gradients)) + ", AdamW " + gb(double(r->optimizer)) + ")";
@@ -46,18 +46,20 @@ void print_model_state_per_rank(const ModelConfig& cfg, int ranks, int zero) {
   std::printf("  why they differ: remat keeps fp32 master weights as the parameters (4 psi, plus a bf16 copy of each "
               "matrix in bf16) and fp32 gradients (4 psi), where ZeRO counts fp16 parameters and gradients (2 + 2) "
               "and the fp32 master copy among the K = 12 optimizer bytes; remat's stage 1 shards AdamW's two "
-              "moments (8 psi / N), not the master weights.\n");
+              "moments (8 psi / N), not the master weights; its stage 3 holds a chunk of all of them (16 psi / N, and "
+              "the bf16 copies' chunks) between steps, and the blocks it gathers while a step runs on top (the whole-step "
+              "plan prices those).\n");
 }
 
 void print_zero3_gathers(const ModelConfig& cfg, int ranks) {
   const auto model = planner::shape_only_model(cfg);
   const double block_bytes = planner::gathered_params(*model).block_bytes;
   const int L = int(cfg.L);
-  std::printf("ZeRO-3 all-gathers per micro-batch, as the schedule implies them (remat does not run ZeRO-3 yet): a "
+  std::printf("ZeRO-3 all-gathers per micro-batch, as the schedule implies them and remat's --zero 3 makes them: a "
               "block's parameters are %s as gathered (each rank receives %d/%d of them); FSDP gathers each block once in "
               "the forward and once in the backward, twice with activation checkpointing (pytorch/pytorch#105635):\n",
               format_bytes(size_t(block_bytes)).c_str(), ranks - 1, ranks);
-  std::printf("  %-8s %8s %9s %22s %10s %26s\n", "strategy", "forward", "backward", "backward, if held", "FSDP",
+  std::printf("  %-8s %8s %9s %22s %10s %26s\n", "strategy", "forward", "backward", "backward, --gather hold", "FSDP",
               "saved per rank per step");
   for (const char* name : {"none", "block", "sqrt"}) {
     const Schedule s = make_schedule(parse_strategy(name, L, false), L);
@@ -113,7 +115,7 @@ void print_step_time_per_rank(const ModelConfig& cfg, int ranks, int zero, int64
               "tensor: (N-1) x latency + (N-1)/N x bytes / bandwidth; the step between all of it hidden behind compute, "
               "max(compute, communication), and none, their sum%s\n",
               rate / 1e9, omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s",
-              zero == 3 ? "; ZeRO-3's gathers as the schedule implies them (remat does not run ZeRO-3 yet)" : "");
+              zero == 3 ? "; ZeRO-3's gathers as the schedule makes them (--gather regather)" : "");
   std::printf("  %-8s %16s %12s %18s %12s %12s %24s\n", "strategy", "compute GFLOP", "compute", "collectives", "received",
               "comm", "step");
   for (const char* name : {"none", "block", "sqrt"}) {

@@ -8,6 +8,8 @@
 
 #include "cli/flags.h"
 
+#include "planner/budget.h"
+
 namespace remat::cli {
 
 // The signals that end a run (cmd_train_signals.cpp, which says how): the first one taken once
@@ -27,5 +29,10 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o);
 // --budget SIZE / --plan FILE: the strategy and policies of `o` from a plan; nothing without either.
 void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string& budget_text,
                           const std::string& plan_file, TrainOptions& o);
+
+// The fastest plan for one rank of `ranks` whose whole step fits `budget` (ZeRO stage `zero`,
+// `rank_accum` micro-batches a rank); under ZeRO-3 the gather policy too: both are planned, and the
+// faster is taken, a tie going to hold (fewer all-gathers). *hold says which.
+StepPlan plan_rank_budget(PlanTarget t, size_t budget, int ranks, int zero, int64_t rank_accum, bool overlap, bool* hold);
 
 }  // namespace remat::cli

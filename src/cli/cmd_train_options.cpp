@@ -185,6 +185,27 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
 // --budget SIZE / --plan FILE: the strategy and policies come from a plan (planner/budget.h), made
 // here for the whole step under the budget, or read from `remat plan --out`. Either excludes the
 // flags that choose a strategy or a policy by hand.
+StepPlan plan_rank_budget(PlanTarget t, size_t budget, int ranks, int zero, int64_t rank_accum, bool overlap, bool* hold) {
+  *hold = true;
+  t.rank = dist::rank_share_to_plan(ranks, zero, rank_accum, overlap, true);
+  if (zero != 3) return plan_for_budget(t, budget);
+  std::optional<StepPlan> held, again;
+  try {
+    held = plan_for_budget(t, budget);
+  } catch (const Error& e) {
+    if (std::string(e.what()).rfind("[budget]", 0) != 0) throw;
+  }
+  t.rank = dist::rank_share_to_plan(ranks, zero, rank_accum, overlap, false);
+  try {
+    again = plan_for_budget(t, budget);  // when neither fits, its refusal names the least step of both
+  } catch (const Error&) {
+    if (!held) throw;
+  }
+  if (held && (!again || plan_cost(*held) <= plan_cost(*again))) return *held;
+  *hold = false;
+  return *again;
+}
+
 void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string& budget_text, const std::string& plan_file,
                           TrainOptions& o) {
   auto given = [&](const char* name) {
@@ -220,16 +241,24 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
     PlanTarget t{o.model, rank_batch, micro, o.seq, data_bytes_for(o), mf.attention_auto(), std::nullopt};
     t.per_block_attention = t.allow_flash;  // --attention auto: the kernel per block
     // Under mpirun (cmd_train refuses emulated ranks): every rank plans the last rank's step, the largest.
-    t.rank = dist::rank_share_to_plan(int(ranks), int(o.zero), rank_batch / micro, o.overlap_reduction);
     if (given("--calibration")) {
       const std::string file = app.get_option("--calibration")->as<std::string>();
       t.calibration = calibration_for(file, o.model, micro, o.seq);
     }
-    plan = plan_for_budget(t, budget);
+    bool hold = true;
+    plan = plan_rank_budget(t, budget, int(ranks), int(o.zero), rank_batch / micro, o.overlap_reduction, &hold);
+    if (o.zero == 3 && ranks > 1) {
+      if (given("--gather") && hold != o.hold_gathers)
+        throw Error("train", std::string("--budget plans the gather policy under --zero 3 (here: ") +
+                                 (hold ? "hold" : "regather") + "), and --gather chose the other",
+                    "drop --gather, or drop --budget and give the strategy");
+      o.hold_gathers = hold;
+    }
     char time[96] = "";
     if (plan.seconds) std::snprintf(time, sizeof time, ", step time %.1f ms (calibrated)", *plan.seconds * 1e3);
-    std::printf("plan for --budget %s (whole step): %s, attention %s; predicted whole step %s (activations alone %s)%s\n",
+    std::printf("plan for --budget %s (whole step): %s, attention %s%s; predicted whole step %s (activations alone %s)%s\n",
                 format_bytes(budget).c_str(), plan.summary.c_str(), attention_label(plan).c_str(),
+                o.zero == 3 && ranks > 1 ? (hold ? ", --gather hold" : ", --gather regather") : "",
                 format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str(), time);
   } else {
     plan = read_plan_file(plan_file);

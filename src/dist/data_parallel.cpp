@@ -51,17 +51,7 @@ DataParallel::DataParallel(Model& model, const Comm& comm, Parallelism p) : mode
     const auto split = model.split_name(params[i].name);
     buckets_[split ? size_t(split->first) : size_t(L)]->params.push_back(i);
   }
-  if (!zero3()) return;
-  const Shard sh = shard();
-  for (const Param& q : params) {
-    const int64_t n = q.value.numel(), len = sh.hi(n) - sh.lo(n);
-    Param c;
-    c.name = q.name;
-    c.value = Tensor::empty({len}, Category::Parameter, q.name + ".chunk");
-    c.grad = Tensor::zeros({len}, Category::Gradient, q.name + ".grad_chunk");
-    if (q.lowp.defined()) c.lowp = Tensor::empty({len}, Category::Parameter, q.name + ".bf16_chunk", DType::BF16);
-    chunks_.push_back(std::move(c));
-  }
+  if (zero3()) chunks_ = make_parameter_chunks(model, shard());
 }
 
 DataParallel::~DataParallel() = default;
@@ -399,6 +389,7 @@ RankShare rank_share_to_plan(int ranks, int zero, int64_t rank_accum, bool overl
     return std::make_unique<DataParallel>(m, Comm::world(), par);
   };
   if (zero != 0) r.optimizer_shard = Shard{ranks - 1, ranks};
+  r.dry_run_each = true;
   return r;
 }
 

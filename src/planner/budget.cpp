@@ -302,6 +302,11 @@ std::vector<BudgetPlan> budget_plans(const PlanTarget& t, const std::vector<Kern
   return out;
 }
 
+namespace {
+// The refusal of a budget below `l`'s whole step, the least of any plan.
+[[noreturn]] void throw_below_least(const PlanTarget& t, size_t budget, const StepPlan& l);
+}  // namespace
+
 StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<KernelPlans>& kernels) {
   check_calibrated_target(t);
   REMAT_ASSERT(!kernels.empty() && !kernels.front().frontier.empty(), "plan_for_budget: no candidates");
@@ -314,6 +319,18 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
     REMAT_ASSERT(e.step.peak_total == p.step.peak_total, "plan_for_budget: the whole-step model and the dry run differ");
     return e;
   };
+  if (t.rank.dry_run_each) {
+    // Data parallelism holds bytes across actions (RankShare): the model's peaks are estimates here,
+    // and each plan is dry-run in full, fastest first, until one fits.
+    std::optional<StepPlan> least;
+    for (const BudgetPlan& a : all) {
+      StepPlan e = a.plan;
+      e.step = dry_run_plan(e, t.data_bytes, nullptr, t.rank);
+      if (e.step.peak_total <= budget) return e;
+      if (!least || e.step.peak_total < least->step.peak_total) least = std::move(e);
+    }
+    throw_below_least(t, budget, *least);
+  }
   // The fastest that fits: the same answer whatever the budget, so a larger budget never loses it.
   for (const BudgetPlan& a : all)
     if (a.plan.step.peak_total <= budget) return exact(a.plan);
@@ -324,7 +341,11 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
     if (!least || a.plan.step.peak_total < least->plan.step.peak_total ||
         (a.plan.step.peak_total == least->plan.step.peak_total && !a.textbook && least->textbook))
       least = &a;
-  const StepPlan l = exact(least->plan);
+  throw_below_least(t, budget, exact(least->plan));
+}
+
+namespace {
+void throw_below_least(const PlanTarget& t, size_t budget, const StepPlan& l) {
   // Two sizes that round to the same figure are also given in bytes, so that they read apart.
   const bool close = format_bytes(budget) == format_bytes(l.step.peak_total);
   auto size = [&](size_t b) { return format_bytes(b) + (close ? " (" + std::to_string(b) + " bytes)" : ""); };
@@ -337,5 +358,7 @@ StepPlan plan_for_budget(const PlanTarget& t, size_t budget, const std::vector<K
                   ", or use a smaller --micro-batch or --seq" +
                   (t.allow_flash || t.cfg.attention == autograd::AttentionKind::Flash ? "" : ", or --attention auto"));
 }
+
+}  // namespace
 
 }  // namespace remat

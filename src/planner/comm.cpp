@@ -14,10 +14,12 @@ namespace remat::planner {
 GatheredParams gathered_params(const Model& model) {
   GatheredParams g;
   for (const Param& p : model.params()) {
-    const double read = double(p.value.numel()) * (p.lowp.defined() ? 2.0 : 4.0);
+    const double n = double(p.value.numel());
     const auto split = model.split_name(p.name);
-    if (split && split->first == 0) ++g.block_tensors, g.block_bytes += read;
-    if (!split) ++g.rest_tensors, g.rest_bytes += read;
+    // A block's matmul reads its bf16 copy; the embedding and the head gather the master too (the
+    // embedding reads it), as dist::DataParallel does.
+    if (split && split->first == 0) ++g.block_tensors, g.block_bytes += n * (p.lowp.defined() ? 2.0 : 4.0);
+    if (!split) g.rest_tensors += p.lowp.defined() ? 2 : 1, g.rest_bytes += n * (p.lowp.defined() ? 6.0 : 4.0);
   }
   return g;
 }
@@ -37,8 +39,9 @@ CommStep comm_per_step(const ModelConfig& cfg, int zero, const Schedule& schedul
     const GatheredParams g = gathered_params(*model);
     const GatherCount n = zero3_gathers(schedule, false);
     const int64_t gathers = (n.forward + n.backward) * micro_batches;
-    c.collectives += gathers * g.block_tensors + 2 * micro_batches * g.rest_tensors;
-    c.tensor_bytes += double(gathers) * g.block_bytes + 2.0 * double(micro_batches) * g.rest_bytes;
+    // The embedding and the head: gathered once a step, held through it.
+    c.collectives += gathers * g.block_tensors + g.rest_tensors;
+    c.tensor_bytes += double(gathers) * g.block_bytes + g.rest_bytes;
   }
   return c;
 }

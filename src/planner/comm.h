@@ -27,9 +27,9 @@ struct CommStep {
   }
 };
 
-// The parameters ZeRO-3 would gather, as the matmuls read them (bf16 copies under bf16, else fp32):
-// one block's (block 0's; every block has the same), and those outside the blocks (embedding, final
-// norm, head): tensors and bytes.
+// The parameters ZeRO-3 gathers (dist::DataParallel), as the step reads them: one block's (block 0's;
+// every block has the same), its matrices' bf16 copies under bf16, else fp32; and those outside the
+// blocks (embedding, final norm, head), the fp32 masters and any bf16 copies: tensors and bytes.
 struct GatheredParams {
   int64_t block_tensors = 0, rest_tensors = 0;
   double block_bytes = 0, rest_bytes = 0;
@@ -40,10 +40,10 @@ GatheredParams gathered_params(const Model& model);
 // - stages 0 and 1, as remat runs them: each parameter's fp32 gradient reduce-scattered, then the
 //   reduced gradient (0) or the updated fp32 parameter (1) all-gathered;
 // - stage 2: as stage 1 (remat's parameters are fp32 masters: the same two collectives);
-// - stage 3, as it would run: each block's parameters as the matmuls read them (bf16 copies under
-//   bf16) all-gathered as zero3_gathers(schedule, false) counts per micro-batch, the parameters
-//   outside the blocks (embedding, final norm, head) gathered twice per micro-batch (forward and
-//   backward), and each fp32 gradient reduce-scattered once.
+// - stage 3, as remat runs it (--gather regather): each block's parameters as the matmuls read them
+//   (bf16 copies under bf16) all-gathered as zero3_gathers(schedule, false) counts per micro-batch,
+//   the parameters outside the blocks (embedding, final norm, head) gathered once a step, and each
+//   fp32 gradient reduce-scattered once.
 CommStep comm_per_step(const ModelConfig& cfg, int zero, const Schedule& schedule, int64_t micro_batches);
 
 // "25Gbit" (bits per second, decimal prefixes), "10GB" or "12.5GiB" (bytes per second): bytes per

@@ -22,14 +22,22 @@ double zero_paper_bytes(double psi, int ranks, int stage, double K) {
 }
 
 std::optional<RankModelState> remat_model_state(const ModelConfig& cfg, int ranks, int stage) {
-  if (stage > 1) return std::nullopt;
+  if (stage == 2) return std::nullopt;
   Allocator acct(/*track_names=*/false);
   ShapeOnlyScope dry;
   DryRunAccount count(acct);
   const auto model = make_model(cfg);
-  std::vector<Tensor> m, v;
   // The last rank's chunks are the largest (chunk r is [n r / N, n (r + 1) / N)).
-  make_adamw_moments(*model, &m, &v, stage == 1 ? Shard{ranks - 1, ranks} : Shard{});
+  const Shard shard = stage == 0 ? Shard{} : Shard{ranks - 1, ranks};
+  std::vector<Tensor> m, v;
+  make_adamw_moments(*model, &m, &v, shard);
+  std::vector<Param> chunks;
+  if (stage == 3) {  // between steps a rank holds its chunks and nothing whole, as dist::DataParallel does
+    chunks = make_parameter_chunks(*model, shard);
+    for (Param& q : model->params())
+      for (Tensor* t : {&q.value, &q.grad, &q.lowp})
+        if (t->defined()) t->evict();
+  }
   return RankModelState{acct.active(Category::Parameter), acct.active(Category::Gradient),
                         acct.active(Category::OptimizerState)};
 }

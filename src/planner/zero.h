@@ -18,8 +18,10 @@ double zero_paper_bytes(double psi, int ranks, int stage, double K = 12);
 
 // What remat's trainer holds per rank for the model (a dry run of the model and AdamW's moments, the
 // rank with the largest chunks): fp32 master parameters (and, in bf16, a bf16 copy of each matrix),
-// fp32 gradients, and AdamW's two fp32 moments, sharded under stage 1. Stages 2 and 3: nullopt (not
-// supported by remat yet).
+// fp32 gradients, and AdamW's two fp32 moments, sharded under stage 1; under stage 3, the rank's chunks
+// of all of them between steps (make_parameter_chunks), without the blocks' parameters and gradients
+// it gathers while a step runs (the planner's dry run of the step prices those). Stage 2: nullopt (not
+// supported by remat).
 struct RankModelState {
   size_t parameters = 0, gradients = 0, optimizer = 0;
   size_t total() const { return parameters + gradients + optimizer; }

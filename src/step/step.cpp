@@ -270,6 +270,20 @@ void make_adamw_moments(const Model& model, std::vector<Tensor>* m, std::vector<
   }
 }
 
+std::vector<Param> make_parameter_chunks(const Model& model, Shard shard) {
+  std::vector<Param> out;
+  for (const Param& q : model.params()) {
+    const int64_t n = q.value.numel(), len = shard.hi(n) - shard.lo(n);
+    Param c;
+    c.name = q.name;
+    c.value = Tensor::empty({len}, Category::Parameter, q.name + ".chunk");
+    c.grad = Tensor::zeros({len}, Category::Gradient, q.name + ".grad_chunk");
+    if (q.lowp.defined()) c.lowp = Tensor::empty({len}, Category::Parameter, q.name + ".bf16_chunk", DType::BF16);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 double grad_norm(const Model& model) {
   double sq = 0;
   for (const Param& p : model.params())

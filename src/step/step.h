@@ -111,6 +111,10 @@ struct StepOptions {
 struct RankShare {
   std::function<std::unique_ptr<StepExtension>(Model&)> make_extension;
   Shard optimizer_shard;
+  // The extension holds bytes across actions (a reduction's buffers from a block's backward to the end
+  // of the backward; ZeRO-3's gathered parameters and whole gradients), which a model of each action's
+  // own bytes does not capture: the planner dry-runs a plan in full before it takes it.
+  bool dry_run_each = false;
 };
 
 // A plan's policy per block, by the model's preset names ("none" keeps everything), and the
@@ -165,6 +169,12 @@ class BatchBuffers {
 // "<param>.adam_m" and "<param>.adam_v"), in the order of model.params(). Shape-only in a dry run.
 // Under a shard (ZeRO-1), each moment holds the shard's chunk of its parameter, flat.
 void make_adamw_moments(const Model& model, std::vector<Tensor>* m, std::vector<Tensor>* v, Shard shard = {});
+
+// ZeRO-3's state of a rank between steps: the shard's chunk of every parameter, flat, in the order of
+// model.params(): its fp32 master ("<param>.chunk", Category::Parameter), its gradient, zeroed
+// ("<param>.grad_chunk"), and its bf16 copy where the parameter has one ("<param>.bf16_chunk").
+// Shape-only in a dry run.
+std::vector<Param> make_parameter_chunks(const Model& model, Shard shard);
 
 struct AdamWSettings {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
