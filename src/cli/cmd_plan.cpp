@@ -145,7 +145,7 @@ void add_plan(CLI::App& root) {
   add_shared(*app, "--calibration", f.calibration, "plan by its time, and print each plan's calibrated step time");
   add_shared_switch(*app, "--json", f.json);
   add_shared(*app, "--ranks", f.ranks, "also print the model state per rank under each ZeRO stage (Rajbhandari et al. 2020's count beside remat's)");
-  add_shared(*app, "--zero", f.zero, "with --ranks, the stage to mark: 0 to 3 are priced, 0 and 1 trained");
+  add_shared(*app, "--zero", f.zero, "with --ranks, the stage to mark: 0 to 3 are priced, 0, 1 and 3 trained");
   app->add_option("--bandwidth", f.bandwidth, "With --ranks: each rank's link, e.g. 25Gbit or 10GB (per second): also "
                                               "predict the communication and step time per rank (latency-bandwidth model)");
   app->add_option("--latency", f.latency, "With --bandwidth: the latency per message, e.g. 5us")->capture_default_str();
@@ -188,9 +188,9 @@ void add_plan(CLI::App& root) {
       throw Error("cli", "--json with --ranks is not supported yet: the --ranks tables are text",
                   "drop --ranks, or drop --json");
     if (given("--ranks") && budget && f.zero == 2)
-      throw Error("cli", "--budget with --zero " + std::to_string(f.zero) + ": remat trains stages 0 and 1, so it plans "
-                         "those; stage " + std::to_string(f.zero) + " is priced in the --ranks tables only",
-                  "use --zero 0 or 1 with --budget");
+      throw Error("cli", "--budget with --zero 2: remat trains stages 0, 1 and 3, so it plans those; stage 2 is "
+                         "priced in the --ranks tables only",
+                  "use --zero 0, 1 or 3 with --budget");
     // With --ranks and --budget, the budget is one rank's: each runs --batch / --ranks sequences a step.
     if (given("--ranks") && budget && f.batch % f.ranks != 0)
       throw Error("cli", "--batch " + std::to_string(f.batch) + " does not split over --ranks " + std::to_string(f.ranks),

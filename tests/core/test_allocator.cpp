@@ -116,3 +116,47 @@ TEST(Allocator, CacheReusesFreedBlocksAndStaysWithinALimit) {
   a.release_cache();
   EXPECT_EQ(a.cached(), 0u);
 }
+
+// ZeRO-3 gives a parameter's bytes back between the blocks that use it: an evicted storage keeps its
+// name, category, shape and identity (the tape's key), counts nothing, and refuses to be read; a dry
+// run counts the same.
+TEST(Tensor, EvictGivesTheBytesBackAndKeepsTheIdentity) {
+  auto& a = Allocator::global();
+  const size_t base = a.active(Category::Parameter);
+  Tensor t = Tensor::zeros({4, 8}, Category::Parameter, "h.0.mlp.c_fc.weight");
+  const uint64_t id = t.id();
+  EXPECT_EQ(a.active(Category::Parameter), base + 128);
+  t.evict();
+  EXPECT_FALSE(t.resident());
+  EXPECT_EQ(a.active(Category::Parameter), base);
+  EXPECT_EQ(t.id(), id);
+  EXPECT_EQ(t.numel(), 32);
+  EXPECT_EQ(t.name(), "h.0.mlp.c_fc.weight");
+  try {
+    (void)t.data();
+    ADD_FAILURE() << "an evicted tensor was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'h.0.mlp.c_fc.weight' was read while evicted"), std::string::npos) << e.what();
+  }
+  const size_t grads = a.active(Category::Gradient);
+  t.retag(Category::Gradient);  // nothing counted moves
+  EXPECT_EQ(a.active(Category::Gradient), grads);
+  t.retag(Category::Parameter);
+  t.restore();
+  EXPECT_TRUE(t.resident());
+  EXPECT_EQ(a.active(Category::Parameter), base + 128);
+  t.data()[31] = 1.0f;
+  t.evict();  // destroyed evicted: released once, not twice
+  {
+    Allocator dry(/*track_names=*/false);
+    ShapeOnlyScope shapes;
+    DryRunAccount count(dry);
+    Tensor d = Tensor::empty({16}, Category::Parameter, "d");
+    EXPECT_EQ(dry.active(Category::Parameter), 64u);
+    d.evict();
+    EXPECT_EQ(dry.active(Category::Parameter), 0u);
+    d.restore();
+    EXPECT_EQ(dry.active(Category::Parameter), 64u);
+  }
+  EXPECT_EQ(a.active(Category::Parameter), base);
+}

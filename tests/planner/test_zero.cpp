@@ -1,5 +1,5 @@
 // Model state per rank: ZeRO's published accounting (Rajbhandari et al. 2020, Figure 1) and remat's
-// own dry run of its trainer's parameters, gradients and AdamW moments under --zero 0 and 1.
+// own dry run of its trainer's parameters, gradients and AdamW moments under --zero 0, 1 and 3.
 #include <gtest/gtest.h>
 
 #include "planner/planner.h"
@@ -33,13 +33,25 @@ TEST(ZeroAccounting, RematShardsAdamWsMomentsOneNth) {
   EXPECT_GE(sharded->optimizer, whole->optimizer / 4);
   EXPECT_LE(sharded->optimizer, whole->optimizer / 4 + 8 * 64);
   EXPECT_FALSE(planner::remat_model_state(c, 4, 2));
-  EXPECT_FALSE(planner::remat_model_state(c, 4, 3));
+  // Stage 3, between steps: a quarter of every parameter, gradient and moment (the largest chunks).
+  const auto all = planner::remat_model_state(c, 4, 3);
+  ASSERT_TRUE(all);
+  for (const auto& [part, of] : {std::pair{all->parameters, whole->parameters}, {all->gradients, whole->gradients},
+                                 {all->optimizer, whole->optimizer}}) {
+    EXPECT_GE(part, of / 4);
+    EXPECT_LE(part, of / 4 + 8 * 64);
+  }
   // bf16: a bf16 copy of each matrix beside its fp32 master.
   c.precision = DType::BF16;
   const auto bf16 = planner::remat_model_state(c, 4, 0);
   ASSERT_TRUE(bf16);
   EXPECT_GT(bf16->parameters, whole->parameters);
   EXPECT_LT(bf16->parameters, whole->parameters + size_t(2 * psi));
+  // ... and a quarter of both under stage 3.
+  const auto bf16_all = planner::remat_model_state(c, 4, 3);
+  ASSERT_TRUE(bf16_all);
+  EXPECT_GE(bf16_all->parameters, bf16->parameters / 4);
+  EXPECT_LE(bf16_all->parameters, bf16->parameters / 4 + 8 * 64);
 }
 
 // The gathers a schedule implies, for L = 9 (schedules as make_schedule writes them):

@@ -64,10 +64,15 @@ TEST(DataParallel, SameBatchesAndLossAsOneProcessNearlyTheSameWeights) {
   EXPECT_GT(moved, 0.0);
 }
 
-TEST(DataParallel, ZeroOneInOneProcessIsZeroZero) {
-  Trainer a(run(2, 0)), b(run(2, 1));
-  for (int64_t s = 0; s < 2; ++s) EXPECT_EQ(a.step(s, nullptr), b.step(s, nullptr));
+TEST(DataParallel, ZeroOneAndThreeInOneProcessAreZeroZero) {
+  Trainer a(run(2, 0)), b(run(2, 1)), c(run(2, 3));
+  for (int64_t s = 0; s < 2; ++s) {
+    const float l = a.step(s, nullptr);
+    EXPECT_EQ(l, b.step(s, nullptr));
+    EXPECT_EQ(l, c.step(s, nullptr));
+  }
   EXPECT_EQ(weights(a), weights(b));
+  EXPECT_EQ(weights(a), weights(c));
 }
 
 TEST(DataParallel, BadSettingsAreRefusedByName) {
@@ -83,8 +88,8 @@ TEST(DataParallel, BadSettingsAreRefusedByName) {
   EXPECT_NE(message(o).find("--batch 4 does not divide over 3 ranks of --micro-batch 1"), std::string::npos);
   o = run(2, 2);
   EXPECT_NE(message(o).find("--zero 2 is not supported"), std::string::npos);
-  o = run(2, 3);
-  EXPECT_NE(message(o).find("--zero 3 is not supported"), std::string::npos);
+  o = run(2, 4);
+  EXPECT_NE(message(o).find("--zero must be 0, 1 or 3, got 4"), std::string::npos);
   o = run(0);
   EXPECT_NE(message(o).find("--ranks must be between 1 and 4096"), std::string::npos);
 }
