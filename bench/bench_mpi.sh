@@ -32,7 +32,7 @@ median() {
   grep -o "\"$1\": [0-9.e+-]*" "$2" | tail -n +$((warm + 1)) | awk '{print $2}' | sort -g |
     awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
-cells=(one mpi mpi_no block block_no)
+cells=(one mpi mpi_no block block_no z3 z3_block)
 run_cell() {
   local cell=$1 out=$tmp/$1.$2.jsonl
   case $cell in
@@ -41,6 +41,8 @@ run_cell() {
     mpi_no) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute none --no-overlap --metrics-out "$out" > /dev/null ;;
     block) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute block --metrics-out "$out" > /dev/null ;;
     block_no) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute block --no-overlap --metrics-out "$out" > /dev/null ;;
+    z3) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute none --zero 3 --metrics-out "$out" > /dev/null ;;
+    z3_block) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute block --zero 3 --metrics-out "$out" > /dev/null ;;
   esac
 }
 for r in $(seq "$runs"); do
@@ -59,6 +61,8 @@ for c in "${cells[@]}"; do
     mpi_no) label="2 ranks x 1 thread, none, --no-overlap" ;;
     block) label="2 ranks x 1 thread, block" ;;
     block_no) label="2 ranks x 1 thread, block, --no-overlap" ;;
+    z3) label="2 ranks x 1 thread, none, --zero 3" ;;
+    z3_block) label="2 ranks x 1 thread, block, --zero 3" ;;
   esac
   tps=$(med_of_runs "$c" tokens_per_s)
   wait_ms=$( [ "$c" = one ] && echo "-" || awk -v w="$(med_of_runs "$c" reduce_wait_s)" 'BEGIN {printf "%.3f", w * 1e3}')
@@ -66,6 +70,8 @@ for c in "${cells[@]}"; do
 done
 awk -v a="$(med_of_runs mpi tokens_per_s)" -v b="$(med_of_runs one tokens_per_s)" \
   'BEGIN {printf "2 ranks x 1 thread / 1 process x 2 threads: %.3fx\n", a / b}'
+awk -v a="$(med_of_runs z3 tokens_per_s)" -v b="$(med_of_runs one tokens_per_s)" \
+  'BEGIN {printf "2 ranks x 1 thread under --zero 3 / 1 process x 2 threads: %.3fx\n", a / b}'
 for s in "" block; do
   o=${s:-mpi}; n=${s:-mpi}_no
   [ -n "$s" ] && n=block_no

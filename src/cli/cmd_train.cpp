@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <span>
 #include <cstdio>
 
 #include "cli/cmd_train.h"
@@ -279,6 +280,22 @@ void add_train(CLI::App& root) {
       // mpirun, once every rank is here).
       world.exit_together(128 + s.stop_signal);
     }
+    // Under mpirun, every rank's whole step as its own dry run predicted it and as its allocator measured
+    // it (each rank's chunks differ by an element at most): rank 0 prints them all.
+    std::string per_rank;
+    if (world.size() > 1 && s.steps_done > s.start_step && s.measure.whole_step) {
+      const double mine[2] = {double(s.measure.whole_step->peak_total), double(s.measure.peak_total)};
+      const std::vector<double> all = world.allgather(std::span<const double>(mine, 2));
+      bool exact = true;
+      for (int r = 0; r < world.size(); ++r) {
+        const size_t want = size_t(all[size_t(2 * r)]), got = size_t(all[size_t(2 * r + 1)]);
+        exact = exact && want == got;
+        per_rank += (r ? ", rank " : "rank ") + std::to_string(r) + " " + format_bytes(got) +
+                    (want == got ? "" : " (predicted " + format_bytes(want) + ")");
+      }
+      per_rank = "whole step of each rank, measured: " + per_rank +
+                 (exact ? "; each as its rank predicted, to the byte\n" : "; not as predicted\n");
+    }
     if (s.skipped > 0) std::printf("%lld step(s) skipped as non-finite (--skip-nonfinite)\n", (long long)s.skipped);
     if (!s.checkpoint.empty()) std::printf("checkpoint written to %s\n", s.checkpoint.c_str());
     std::printf("val loss %.4f -> %.4f nats/token; last step %.0f tokens/s\n", s.first_val, s.last_val, s.tokens_per_s);
@@ -305,6 +322,7 @@ void add_train(CLI::App& root) {
                   f.o.hold_gathers ? "hold" : "regather", format_bytes(size_t(g->bytes)).c_str(),
                   (long long)(per_rank * every));
     }
+    if (!f.o.quiet) std::printf("%s", per_rank.c_str());
     if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
     {
       // One rank's step (its share of the batch); the budget planner plans one process, so with ranks

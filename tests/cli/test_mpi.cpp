@@ -90,6 +90,8 @@ void check_exact(const TempDir& dir, const std::vector<std::string>& strategy, c
       << z3.out;
   EXPECT_EQ(g[1], g[2]);
   EXPECT_NE(z3.out.find("as predicted to the byte"), std::string::npos) << z3.out;
+  EXPECT_NE(z3.out.find("whole step of each rank, measured: rank 0 "), std::string::npos) << z3.out;
+  EXPECT_NE(z3.out.find("; each as its rank predicted, to the byte"), std::string::npos) << z3.out;
   // The same batches: the losses agree with one process to rounding, not to the bit (the sums differ
   // in order), and the weights are not a copy of it.
   EXPECT_NE(slurp(dir / "one.safetensors"), slurp(dir / "mpi.safetensors"));
