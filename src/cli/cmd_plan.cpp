@@ -2,6 +2,7 @@
 // plan under a whole-step byte budget (planner/budget.h), with the `remat train` command that runs it.
 // Runs nothing, so it prices models far larger than this machine can train.
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -269,12 +270,38 @@ void add_plan(CLI::App& root) {
     std::optional<StepPlan> chosen;
     std::optional<Error> refused;  // with --svg, the picture is drawn (the budget and the least marked) before it is thrown
     bool hold = true;  // ZeRO-3's gather policy, planned with the budget
+    std::string gather_why;
     if (budget) {
       try {
         // before any output: a refused budget prints only its error
-        chosen = plan_batch != f.batch && f.zero == 3
-                     ? plan_rank_budget(target, *budget, int(f.ranks), int(f.zero), plan_batch / micro, true, &hold)
-                     : plan_for_budget(target, *budget, kernels);
+        if (plan_batch != f.batch && f.zero == 3) {
+          // With --bandwidth, the policies are weighed by the step's time: compute (calibrated, or its
+          // FLOPs at this machine's sgemm rate) plus the all-gathers and reductions at the link, none
+          // of them hidden; else by compute alone.
+          std::function<double(const StepPlan&, bool)> cost;
+          const int64_t rank_accum = plan_batch / micro;
+          const double rate = link && !cal ? sgemm_rate() : 0;
+          if (link)
+            cost = [&, rate](const StepPlan& p, bool h) {
+              const double compute = p.seconds ? *p.seconds
+                                               : (p.compute.fwd + p.compute.bwd + p.compute.recompute) * double(rank_accum) / rate;
+              return compute + planner::comm_per_step(p.cfg, 3, p.schedule, rank_accum, h).seconds(int(f.ranks), *link);
+            };
+          const RankBudgetPlan rp = plan_rank_budget(target, *budget, int(f.ranks), 3, rank_accum, true, std::nullopt, cost);
+          chosen = rp.plan;
+          hold = rp.hold;
+          auto show = [&](const std::optional<double>& c) {
+            if (!c) return std::string("does not fit");
+            char b[64];
+            if (link) std::snprintf(b, sizeof b, "%.4g s", *c);
+            else std::snprintf(b, sizeof b, "%.4g %s", *c, cal ? "s" : "FLOPs");
+            return std::string(b);
+          };
+          gather_why = "gather policy: hold " + show(rp.hold_cost) + ", regather " + show(rp.regather_cost) +
+                       (link ? " (compute plus every collective at --bandwidth, none hidden)" : " (compute alone; --bandwidth adds the collectives)");
+        } else {
+          chosen = plan_for_budget(target, *budget, kernels);
+        }
       } catch (const Error& e) {
         if (f.svg.empty()) throw;
         refused = e;
@@ -321,7 +348,7 @@ void add_plan(CLI::App& root) {
       const std::string launch =
           plan_batch != f.batch ? "mpirun -np " + std::to_string(f.ranks) + " remat train" : std::string("remat train");
       const std::string ranks_flags = plan_batch != f.batch ? " --zero " + std::to_string(f.zero) +
-                                                                  (f.zero == 3 && !hold ? " --gather regather" : "")
+                                                                  (f.zero == 3 ? (hold ? " --gather hold" : " --gather regather") : "")
                                                             : "";
       use = launch + model_flags + ranks_flags + " --batch " + std::to_string(f.batch) + " --micro-batch " +
             std::to_string(micro) + (f.data.empty() ? "" : " --data " + f.data) +
@@ -401,6 +428,7 @@ void add_plan(CLI::App& root) {
       std::printf("plan for --budget %s (whole step): %s, attention %s%s\n", format_bytes(*budget).c_str(),
                   chosen->summary.c_str(), attention_label(*chosen).c_str(),
                   plan_batch != f.batch && f.zero == 3 ? (hold ? ", --gather hold" : ", --gather regather") : "");
+      if (!gather_why.empty()) std::printf("%s\n", gather_why.c_str());
       std::string time;
       if (chosen->seconds && textbook.front().plan.seconds)
         time = ", step time " + seconds_str(*chosen) + " calibrated (" +

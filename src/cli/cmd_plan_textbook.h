@@ -33,4 +33,7 @@ void print_zero3_gathers(const ModelConfig& cfg, int ranks);
 // the step time between all and none of the communication hidden, for none, block and sqrt.
 void print_step_time_per_rank(const ModelConfig& cfg, int ranks, int zero, int64_t micro, int64_t T, int64_t accum,
                               const planner::Link& link, const std::string& bandwidth, const std::string& latency);
+// This machine's sgemm rate at the current thread count (the median of 5 products of 1024 x 1024
+// matrices), in FLOP/s: the step-time tables' compute model.
+double sgemm_rate();
 }  // namespace remat::cli

@@ -75,10 +75,7 @@ void print_zero3_gathers(const ModelConfig& cfg, int ranks) {
   }
 }
 
-namespace {
-// This machine's sgemm rate at the current thread count: the median of 5 products of 1024 x 1024
-// matrices (2 * 1024^3 FLOPs each), in FLOP/s.
-double sgemm_rate() {
+double sgemm_rate() {  // 2 * 1024^3 FLOPs a product
   constexpr int64_t n = 1024;
   Tensor a = Tensor::zeros({n, n}, Category::Workspace, "plan.rate.a"), b = Tensor::zeros({n, n}, Category::Workspace, "plan.rate.b"),
          c = Tensor::empty({n, n}, Category::Workspace, "plan.rate.c");
@@ -93,6 +90,7 @@ double sgemm_rate() {
   return 2.0 * double(n * n * n) / s[s.size() / 2];
 }
 
+namespace {
 std::string secs(double s) {
   char b[32];
   if (s >= 1) std::snprintf(b, sizeof b, "%.2f s", s);

@@ -2,6 +2,8 @@
 // cmd_train_signals.cpp (the signals that end a run) and cmd_train_options.cpp (a run's options
 // from a checkpoint or a plan). Internal to those files.
 #pragma once
+#include <functional>
+#include <optional>
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <string>
@@ -31,8 +33,16 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
                           const std::string& plan_file, TrainOptions& o);
 
 // The fastest plan for one rank of `ranks` whose whole step fits `budget` (ZeRO stage `zero`,
-// `rank_accum` micro-batches a rank); under ZeRO-3 the gather policy too: both are planned, and the
-// faster is taken, a tie going to hold (fewer all-gathers). *hold says which.
-StepPlan plan_rank_budget(PlanTarget t, size_t budget, int ranks, int zero, int64_t rank_accum, bool overlap, bool* hold);
+// `rank_accum` micro-batches a rank), and under ZeRO-3 its gather policy: `fixed_hold` when given,
+// else both are planned and the one whose plan costs less by `cost` (plan_cost when empty: compute
+// alone) is taken, a tie going to hold (fewer all-gathers). The cost of each policy that fits is kept.
+struct RankBudgetPlan {
+  StepPlan plan;
+  bool hold = true;
+  std::optional<double> hold_cost, regather_cost;
+};
+RankBudgetPlan plan_rank_budget(PlanTarget t, size_t budget, int ranks, int zero, int64_t rank_accum, bool overlap,
+                                std::optional<bool> fixed_hold = std::nullopt,
+                                const std::function<double(const StepPlan&, bool hold)>& cost = {});
 
 }  // namespace remat::cli

@@ -185,25 +185,34 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
 // --budget SIZE / --plan FILE: the strategy and policies come from a plan (planner/budget.h), made
 // here for the whole step under the budget, or read from `remat plan --out`. Either excludes the
 // flags that choose a strategy or a policy by hand.
-StepPlan plan_rank_budget(PlanTarget t, size_t budget, int ranks, int zero, int64_t rank_accum, bool overlap, bool* hold) {
-  *hold = true;
-  t.rank = dist::rank_share_to_plan(ranks, zero, rank_accum, overlap, true);
-  if (zero != 3) return plan_for_budget(t, budget);
+RankBudgetPlan plan_rank_budget(PlanTarget t, size_t budget, int ranks, int zero, int64_t rank_accum, bool overlap,
+                                std::optional<bool> fixed_hold, const std::function<double(const StepPlan&, bool)>& cost) {
+  RankBudgetPlan out;
+  if (zero != 3 || fixed_hold) {
+    out.hold = fixed_hold.value_or(true);
+    t.rank = dist::rank_share_to_plan(ranks, zero, rank_accum, overlap, out.hold);
+    out.plan = plan_for_budget(t, budget);
+    return out;
+  }
+  auto cost_of = [&](const StepPlan& p, bool hold) { return cost ? cost(p, hold) : plan_cost(p); };
   std::optional<StepPlan> held, again;
+  t.rank = dist::rank_share_to_plan(ranks, zero, rank_accum, overlap, true);
   try {
     held = plan_for_budget(t, budget);
+    out.hold_cost = cost_of(*held, true);
   } catch (const Error& e) {
     if (std::string(e.what()).rfind("[budget]", 0) != 0) throw;
   }
   t.rank = dist::rank_share_to_plan(ranks, zero, rank_accum, overlap, false);
   try {
     again = plan_for_budget(t, budget);  // when neither fits, its refusal names the least step of both
+    out.regather_cost = cost_of(*again, false);
   } catch (const Error&) {
     if (!held) throw;
   }
-  if (held && (!again || plan_cost(*held) <= plan_cost(*again))) return *held;
-  *hold = false;
-  return *again;
+  out.hold = held && (!again || *out.hold_cost <= *out.regather_cost);
+  out.plan = out.hold ? *held : *again;
+  return out;
 }
 
 void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string& budget_text, const std::string& plan_file,
@@ -245,15 +254,13 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
       const std::string file = app.get_option("--calibration")->as<std::string>();
       t.calibration = calibration_for(file, o.model, micro, o.seq);
     }
-    bool hold = true;
-    plan = plan_rank_budget(t, budget, int(ranks), int(o.zero), rank_batch / micro, o.overlap_reduction, &hold);
-    if (o.zero == 3 && ranks > 1) {
-      if (given("--gather") && hold != o.hold_gathers)
-        throw Error("train", std::string("--budget plans the gather policy under --zero 3 (here: ") +
-                                 (hold ? "hold" : "regather") + "), and --gather chose the other",
-                    "drop --gather, or drop --budget and give the strategy");
-      o.hold_gathers = hold;
-    }
+    // --gather fixes the policy; else under ZeRO-3 it is planned with the schedule.
+    const RankBudgetPlan rp = plan_rank_budget(t, budget, int(ranks), int(o.zero), rank_batch / micro,
+                                               o.overlap_reduction,
+                                               given("--gather") ? std::optional<bool>(o.hold_gathers) : std::nullopt);
+    plan = rp.plan;
+    const bool hold = rp.hold;
+    if (o.zero == 3 && ranks > 1) o.hold_gathers = hold;
     char time[96] = "";
     if (plan.seconds) std::snprintf(time, sizeof time, ", step time %.1f ms (calibrated)", *plan.seconds * 1e3);
     std::printf("plan for --budget %s (whole step): %s, attention %s%s; predicted whole step %s (activations alone %s)%s\n",

@@ -226,11 +226,16 @@ void DataParallel::after_action(const Action& a) {
     const size_t here = pc_++;
     if (a.kind == Action::Kind::Free) return;
     Bucket& b = *buckets_[size_t(a.block)];
-    size_t next = schedule_.size();  // the schedule's next use of this block in the micro-batch
-    for (size_t k = here + 1; k < schedule_.size() && next == schedule_.size(); ++k)
-      if (schedule_[k].kind != Action::Kind::Free && schedule_[k].block == a.block) next = k;
+    // The schedule's next use of this block in the micro-batch, and whether it comes next (frees of
+    // checkpoints between use no parameters), as planner::zero3_gathers counts them.
+    bool used_again = false, adjacent = true;
+    for (size_t k = here + 1; k < schedule_.size() && !used_again; ++k) {
+      if (schedule_[k].kind == Action::Kind::Free) continue;
+      used_again = schedule_[k].block == a.block;
+      adjacent = adjacent && used_again;
+    }
     const bool replay = a.kind == Action::Kind::Forward && a.recompute;
-    if (!(next == here + 1 || (next < schedule_.size() && replay && p_.hold))) free(b);
+    if (!used_again || !(adjacent || (replay && p_.hold))) free(b);
     if (micro_ != p_.accum - 1 || a.kind != Action::Kind::Backward || !p_.overlap) return;
     // The block's reduction starts; the one before it, started one backward ago, ends here: at a
     // point of the schedule, so that the gradients freed and the buffers held are the same in every

@@ -24,7 +24,7 @@ GatheredParams gathered_params(const Model& model) {
   return g;
 }
 
-CommStep comm_per_step(const ModelConfig& cfg, int zero, const Schedule& schedule, int64_t micro_batches) {
+CommStep comm_per_step(const ModelConfig& cfg, int zero, const Schedule& schedule, int64_t micro_batches, bool hold) {
   REMAT_ASSERT(zero >= 0 && zero <= 3 && micro_batches >= 1, "comm_per_step: zero 0..3, micro_batches >= 1");
   const auto model = shape_only_model(cfg);
   // Every fp32 gradient is reduce-scattered; under stages 0-2 the gradient or the parameter is then
@@ -37,7 +37,7 @@ CommStep comm_per_step(const ModelConfig& cfg, int zero, const Schedule& schedul
   }
   if (zero == 3) {
     const GatheredParams g = gathered_params(*model);
-    const GatherCount n = zero3_gathers(schedule, false);
+    const GatherCount n = zero3_gathers(schedule, hold);
     const int64_t gathers = (n.forward + n.backward) * micro_batches;
     // The embedding and the head: gathered once a step, held through it.
     c.collectives += gathers * g.block_tensors + g.rest_tensors;

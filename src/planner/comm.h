@@ -40,11 +40,12 @@ GatheredParams gathered_params(const Model& model);
 // - stages 0 and 1, as remat runs them: each parameter's fp32 gradient reduce-scattered, then the
 //   reduced gradient (0) or the updated fp32 parameter (1) all-gathered;
 // - stage 2: as stage 1 (remat's parameters are fp32 masters: the same two collectives);
-// - stage 3, as remat runs it (--gather regather): each block's parameters as the matmuls read them
-//   (bf16 copies under bf16) all-gathered as zero3_gathers(schedule, false) counts per micro-batch,
+// - stage 3, as remat runs it: each block's parameters as the matmuls read them (bf16 copies under
+//   bf16) all-gathered as zero3_gathers(schedule, hold) counts per micro-batch,
 //   the parameters outside the blocks (embedding, final norm, head) gathered once a step, and each
 //   fp32 gradient reduce-scattered once.
-CommStep comm_per_step(const ModelConfig& cfg, int zero, const Schedule& schedule, int64_t micro_batches);
+CommStep comm_per_step(const ModelConfig& cfg, int zero, const Schedule& schedule, int64_t micro_batches,
+                       bool hold = false);
 
 // "25Gbit" (bits per second, decimal prefixes), "10GB" or "12.5GiB" (bytes per second): bytes per
 // second; throws remat::Error naming `flag` otherwise.

@@ -53,6 +53,14 @@ std::vector<std::string> run_args(const std::vector<std::string>& extra, const s
   return a;
 }
 
+// mpirun -np 2 remat train: `steps` steps planned for `budget` a rank, quietly but with the report.
+RunResult train_budget(const std::string& budget, const std::string& steps, const std::vector<std::string>& flags) {
+  std::vector<std::string> a{"train", "--eval-every", "0", "--sample-tokens", "0", "--no-progress", "--steps", steps,
+                             "--budget", budget};
+  a.insert(a.end(), flags.begin(), flags.end());
+  return run_mpi(a);
+}
+
 void expect_same_weights(const std::string& a, const std::string& b) {
   const std::string x = slurp(a), y = slurp(b);
   ASSERT_FALSE(x.empty());
@@ -171,10 +179,7 @@ TEST_F(Mpi, BudgetIsOneRanksWholeStep) {
     SCOPED_TRACE("--zero " + std::to_string(z));
     const std::vector<std::string> common{"--preset", "tiny", "--dropout", "0.1", "--batch", "8", "--micro-batch", "2",
                                           "--threads", "1", "--zero", std::to_string(z)};
-    std::vector<std::string> train{"train", "--eval-every", "0", "--sample-tokens", "0", "--no-progress", "--steps",
-                                   "2", "--budget", "3.6MiB"};
-    train.insert(train.end(), common.begin(), common.end());
-    const RunResult r = run_mpi(train);
+    const RunResult r = train_budget("3.6MiB", "2", common);
     ASSERT_EQ(r.exit_code, 0) << r.describe();
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.out, m, std::regex("plan for --budget 3.60 MiB \\(whole step\\): (.*), attention naive; "
@@ -247,10 +252,9 @@ TEST_F(Mpi, ZeroThreeBudgetPlansTheGatherPolicy) {
                                                        " \\(whole step\\): (.*), attention naive, --gather " + gather + "\n")))
         << p.out;
     const std::string chosen = m[1];
-    std::vector<std::string> train{"train", "--eval-every", "0", "--sample-tokens", "0", "--no-progress", "--steps", "2",
-                                   "--zero", "3", "--budget", budget};
-    train.insert(train.end(), common.begin(), common.end());
-    const RunResult r = run_mpi(train);
+    std::vector<std::string> flags{"--zero", "3"};
+    flags.insert(flags.end(), common.begin(), common.end());
+    const RunResult r = train_budget(budget, "2", flags);
     ASSERT_EQ(r.exit_code, 0) << r.describe();
     EXPECT_NE(r.out.find(std::string("plan for --budget ") + shown + " (whole step): " + chosen + ", attention naive, --gather " +
                          gather + "; predicted whole step"),
@@ -258,6 +262,29 @@ TEST_F(Mpi, ZeroThreeBudgetPlansTheGatherPolicy) {
         << r.out;
     EXPECT_NE(r.out.find("whole step: predicted = measured, to the byte"), std::string::npos) << r.out;
   }
+  // At 8 MiB regather's plan has a little less compute; over a slow link its extra all-gathers cost
+  // more than that, and hold is taken. train told --gather hold plans that same plan.
+  std::vector<std::string> plan{"plan", "--ranks", "2", "--zero", "3", "--budget", "8MiB"};
+  plan.insert(plan.end(), common.begin(), common.end());
+  const RunResult fast = run_remat(plan);
+  ASSERT_EQ(fast.exit_code, 0) << fast.describe();
+  EXPECT_NE(fast.out.find(", attention naive, --gather regather\n"), std::string::npos) << fast.out;
+  plan.insert(plan.end(), {"--bandwidth", "10Mbit"});
+  const RunResult slow = run_remat(plan);
+  ASSERT_EQ(slow.exit_code, 0) << slow.describe();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(slow.out, m, std::regex("plan for --budget 8.00 MiB \\(whole step\\): (.*), attention naive, "
+                                                        "--gather hold\n")))
+      << slow.out;
+  EXPECT_NE(slow.out.find("(compute plus every collective at --bandwidth, none hidden)"), std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.find("--zero 3 --gather hold"), std::string::npos) << slow.out;  // the use: line
+  std::vector<std::string> flags{"--zero", "3", "--gather", "hold"};
+  flags.insert(flags.end(), common.begin(), common.end());
+  const RunResult held = train_budget("8MiB", "1", flags);
+  ASSERT_EQ(held.exit_code, 0) << held.describe();
+  EXPECT_NE(held.out.find("plan for --budget 8.00 MiB (whole step): " + std::string(m[1]) + ", attention naive, --gather hold;"),
+            std::string::npos)
+      << held.out;
   std::vector<std::string> zero1{"plan", "--ranks", "2", "--zero", "1", "--budget", "7MiB"};
   zero1.insert(zero1.end(), common.begin(), common.end());
   check_user_error(run_remat(zero1), 1, {"--budget 7.00 MiB is below the least whole-step peak of any plan"});
