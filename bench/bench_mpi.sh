@@ -9,7 +9,9 @@
 #
 # MODEL (default "--preset shakespeare"), BATCH (8), STEPS (12), WARM (2), RUNS (3).
 # Hidden share: 1 - wait(overlapped) / wait(--no-overlap), where wait is the time a step waits for its
-# reductions after the backward (metrics' reduce_wait_s), with and without checkpointing.
+# reductions after the backward (metrics' reduce_wait_s), with and without checkpointing; under
+# --zero 3 also for its all-gathers (gather_wait_s: the waits before blocks run, with the next block
+# prefetched against none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 remat=$(realpath "${1:-build/remat}")
@@ -32,7 +34,7 @@ median() {
   grep -o "\"$1\": [0-9.e+-]*" "$2" | tail -n +$((warm + 1)) | awk '{print $2}' | sort -g |
     awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
-cells=(one mpi mpi_no block block_no z3 z3_block)
+cells=(one mpi mpi_no block block_no z3 z3_no z3_block z3_block_no)
 run_cell() {
   local cell=$1 out=$tmp/$1.$2.jsonl
   case $cell in
@@ -42,7 +44,9 @@ run_cell() {
     block) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute block --metrics-out "$out" > /dev/null ;;
     block_no) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute block --no-overlap --metrics-out "$out" > /dev/null ;;
     z3) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute none --zero 3 --metrics-out "$out" > /dev/null ;;
+    z3_no) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute none --zero 3 --no-overlap --metrics-out "$out" > /dev/null ;;
     z3_block) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute block --zero 3 --metrics-out "$out" > /dev/null ;;
+    z3_block_no) OMP_NUM_THREADS=1 "${mpi[@]}" "$remat" "${common[@]}" --recompute block --zero 3 --no-overlap --metrics-out "$out" > /dev/null ;;
   esac
 }
 for r in $(seq "$runs"); do
@@ -53,7 +57,7 @@ med_of_runs() {  # med_of_runs CELL FIELD
     awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 echo "bench_mpi: $model, batch $batch (micro-batch $((batch / 2)) per rank), $steps steps, median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-44s %12s %16s\n" "setting" "tokens/s" "reduce wait ms"
+printf "%-52s %12s %16s %16s\n" "setting" "tokens/s" "reduce wait ms" "gather wait ms"
 for c in "${cells[@]}"; do
   case $c in
     one) label="1 process, 2 threads" ;;
@@ -62,11 +66,14 @@ for c in "${cells[@]}"; do
     block) label="2 ranks x 1 thread, block" ;;
     block_no) label="2 ranks x 1 thread, block, --no-overlap" ;;
     z3) label="2 ranks x 1 thread, none, --zero 3" ;;
+    z3_no) label="2 ranks x 1 thread, none, --zero 3, --no-overlap" ;;
     z3_block) label="2 ranks x 1 thread, block, --zero 3" ;;
+    z3_block_no) label="2 ranks x 1 thread, block, --zero 3, --no-overlap" ;;
   esac
   tps=$(med_of_runs "$c" tokens_per_s)
   wait_ms=$( [ "$c" = one ] && echo "-" || awk -v w="$(med_of_runs "$c" reduce_wait_s)" 'BEGIN {printf "%.3f", w * 1e3}')
-  printf "%-44s %12.0f %16s\n" "$label" "$tps" "$wait_ms"
+  gather_ms=$(case $c in z3*) awk -v w="$(med_of_runs "$c" gather_wait_s)" 'BEGIN {printf "%.3f", w * 1e3}' ;; *) echo "-" ;; esac)
+  printf "%-52s %12.0f %16s %16s\n" "$label" "$tps" "$wait_ms" "$gather_ms"
 done
 awk -v a="$(med_of_runs mpi tokens_per_s)" -v b="$(med_of_runs one tokens_per_s)" \
   'BEGIN {printf "2 ranks x 1 thread / 1 process x 2 threads: %.3fx\n", a / b}'
@@ -77,4 +84,9 @@ for s in "" block; do
   [ -n "$s" ] && n=block_no
   awk -v w="$(med_of_runs "$o" reduce_wait_s)" -v x="$(med_of_runs "$n" reduce_wait_s)" -v what="${s:-none}" \
     'BEGIN {if (x > 0) printf "reduction hidden behind the backward (%s): %.0f%%\n", what, 100 * (1 - w / x)}'
+done
+for o in z3 z3_block; do
+  awk -v w="$(med_of_runs "$o" gather_wait_s)" -v x="$(med_of_runs "${o}_no" gather_wait_s)" \
+    -v what="$([ "$o" = z3 ] && echo none || echo block)" \
+    'BEGIN {if (x > 0) printf "ZeRO-3 all-gathers hidden by the prefetch (%s): %.0f%%\n", what, 100 * (1 - w / x)}'
 done

@@ -97,7 +97,7 @@ void add_train(CLI::App& root) {
              "the weights to start from (of a checkpoint, the weights only: a new run); the architecture comes from "
              "the file unless --preset or model flags say otherwise, the block size unless --block-size does");
   app->add_option("--metrics-out", f.o.metrics_out, "Write metrics as JSON lines (step, loss, val_loss, lr, "
-                                                    "tokens_per_s, peak_activation_bytes; with ranks, reduce_wait_s); - for stdout. A resumed "
+                                                    "tokens_per_s, peak_activation_bytes; with ranks, reduce_wait_s; with --zero 3, gather_wait_s); - for stdout. A resumed "
                                                     "run drops the lines past its checkpoint, then appends");
   add_shared(*app, "--recompute", f.o.recompute);
   add_shared(*app, "--budget", f.budget, "train the fastest plan that fits; refused before training when nothing fits");
@@ -163,7 +163,8 @@ void add_train(CLI::App& root) {
       ->default_str("hold");
   app->add_flag("--no-overlap", [&f](int64_t) { f.o.overlap_reduction = false; },
                 "With ranks: start every gradient reduction after the whole backward instead of as each block's "
-                "backward ends (a benchmark of how much communication the backward hides)");
+                "backward ends, and under --zero 3 gather no block ahead of its action (a benchmark of how much "
+                "communication the step hides)");
   app->add_flag("--skip-nonfinite", f.o.skip_nonfinite, "Skip (and count) a step whose loss or gradient norm is "
                                                         "NaN or infinite instead of stopping the run");
   app->callback([flags, app]() {

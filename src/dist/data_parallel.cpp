@@ -157,6 +157,7 @@ void DataParallel::before_step(const Schedule& schedule) {
   schedule_ = schedule;
   pc_ = 0;
   gathers_ = gathered_bytes_ = 0;
+  gather_wait_s_ = 0;
   auto& params = model_.params();
   if (whole_) {  // after the start, a resume or unshard(): this rank's chunks, then nothing whole
     const size_t r = size_t(rank());
@@ -193,13 +194,15 @@ void DataParallel::before_action(const Action& a) {
   if (!zero3() || a.kind == Action::Kind::Free) return;
   Bucket& b = *buckets_[size_t(a.block)];
   gather(b, true);
-  for (size_t k = pc_ + 1; k < schedule_.size(); ++k) {  // the next action's block, on its way meanwhile
+  for (size_t k = pc_ + 1; k < schedule_.size() && p_.overlap; ++k) {  // the next action's block, on its way meanwhile
     const Action& n = schedule_[k];
     if (n.kind == Action::Kind::Free) continue;
     gather(*buckets_[size_t(n.block)], true);
     break;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   wait(b);
+  gather_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.kind == Action::Kind::Backward) restore_grads(b);
 }
 

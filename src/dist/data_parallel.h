@@ -44,8 +44,9 @@ struct Parallelism {
   int ranks = 1;  // the data-parallel ranks (mpirun's processes, or emulated in one process)
   int zero = 0;   // 0: replicated optimizer state; 1: sharded; 3: parameters and gradients sharded too
   int64_t accum = 1;  // micro-batches per rank per step
-  // Start each block's reduction when its backward ends (false: every reduction after the backward,
-  // for benchmarks of how much of the communication the backward hides).
+  // Start each block's reduction when its backward ends, and under ZeRO-3 gather the next action's
+  // block while one runs (false: every reduction after the backward, and each gather when its block
+  // is about to run, for benchmarks of how much of the communication the step hides).
   bool overlap = true;
   // For the planner's dry runs: price the step of this rank instead of this process's (-1). The last
   // rank's chunks are the largest of every parameter (each rank's is the floor or the ceiling of
@@ -82,9 +83,11 @@ class DataParallel : public StepExtension {
   // ZeRO-3: every parameter whole again on every rank (a collective), for what reads the whole model
   // between steps: validation, a checkpoint, the saved weights, a sample. The next step frees them.
   void unshard();
-  // ZeRO-3: the all-gathers of blocks' parameters in the last step, and the bytes each rank received.
+  // ZeRO-3: the all-gathers of blocks' parameters in the last step, the bytes each rank received, and
+  // the wall seconds the step waited for them before a block ran (what the prefetch did not hide).
   int64_t last_gathers() const { return gathers_; }
   int64_t last_gathered_bytes() const { return gathered_bytes_; }
+  double last_gather_wait_s() const { return gather_wait_s_; }
   // The global gradient norm: the sum of squares of each parameter's chunks, in parameter then rank
   // order, the same bits on every rank and for either stage.
   double grad_norm() const;
@@ -125,6 +128,7 @@ class DataParallel : public StepExtension {
   Schedule schedule_;                             // the step's, for ZeRO-3's gathers
   size_t pc_ = 0;                                 // the action of the schedule that runs next
   int64_t gathers_ = 0, gathered_bytes_ = 0;
+  double gather_wait_s_ = 0;
   int micro_ = 0;                                 // micro-batches done in this rank's step
   bool emulated_ = false;
   double wait_s_ = 0;

@@ -119,7 +119,9 @@ TrainSummary Trainer::run() {
     }
     auto reduce_wait = [&] {  // under data parallelism: the reduction the backward did not hide
       const std::optional<double> w = last_reduce_wait_s();
-      return w ? ", \"reduce_wait_s\": " + json_num(*w, "%.6f", &nonfinite) : std::string();
+      const std::optional<Gathers> g = last_gathers();  // ZeRO-3: and the gathers it did not hide
+      return (w ? ", \"reduce_wait_s\": " + json_num(*w, "%.6f", &nonfinite) : std::string()) +
+             (g ? ", \"gather_wait_s\": " + json_num(g->wait_s, "%.6f", &nonfinite) : std::string());
     };
     char line[512];
     const std::string tps = json_num(tok_s, "%.1f", &nonfinite);

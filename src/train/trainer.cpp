@@ -179,7 +179,7 @@ std::optional<double> Trainer::last_reduce_wait_s() const {
 }
 std::optional<Trainer::Gathers> Trainer::last_gathers() const {
   if (!impl_->dp || impl_->opt.zero != 3 || impl_->dp->local_ranks() != 1) return std::nullopt;
-  return Gathers{impl_->dp->last_gathers(), impl_->dp->last_gathered_bytes()};
+  return Gathers{impl_->dp->last_gathers(), impl_->dp->last_gathered_bytes(), impl_->dp->last_gather_wait_s()};
 }
 bool Trainer::last_step_finite() const { return impl_->last_finite; }
 

@@ -102,10 +102,11 @@ class Trainer {
   // Under data parallelism, the seconds the last step waited for gradient reductions after its
   // backward (what the backward did not hide); nullopt in one process.
   std::optional<double> last_reduce_wait_s() const;
-  // Under ZeRO-3: the all-gathers of blocks' parameters the last step made on this rank, and the bytes
-  // they brought it.
+  // Under ZeRO-3: the all-gathers of blocks' parameters the last step made on this rank, the bytes
+  // they brought it, and the seconds it waited for them.
   struct Gathers {
     int64_t count = 0, bytes = 0;
+    double wait_s = 0;
   };
   std::optional<Gathers> last_gathers() const;
   bool last_step_finite() const;
