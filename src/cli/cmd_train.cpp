@@ -241,6 +241,10 @@ void add_train(CLI::App& root) {
     f.o.progress = !f.no_progress && world.rank() == 0;
     f.o.stop = &g_stop_signal;
     f.o.saving = &g_saving;
+    if (given("--gather") && (f.o.zero != 3 || f.o.ranks < 2))
+      throw Error("train", "--gather says when ZeRO-3 gathers the blocks' parameters, and this run shards none (--zero " +
+                               std::to_string(f.o.zero) + ", " + std::to_string(f.o.ranks) + " rank(s)): it would change nothing",
+                  "run it as mpirun -np N remat train --zero 3 --gather ..., or drop --gather");
     Trainer t(f.o);
     for (const char* flag : {"--recompute-last", "--segment-replay"})
       if (given(flag) && t.strategy().name == "none")

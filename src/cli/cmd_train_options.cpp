@@ -182,9 +182,6 @@ void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o) {
   std::printf("resuming from %s (step %lld of %lld)\n", dir.c_str(), (long long)st.step, (long long)o.steps);
 }
 
-// --budget SIZE / --plan FILE: the strategy and policies come from a plan (planner/budget.h), made
-// here for the whole step under the budget, or read from `remat plan --out`. Either excludes the
-// flags that choose a strategy or a policy by hand.
 RankBudgetPlan plan_rank_budget(PlanTarget t, size_t budget, int ranks, int zero, int64_t rank_accum, bool overlap,
                                 std::optional<bool> fixed_hold, const std::function<double(const StepPlan&, bool)>& cost) {
   RankBudgetPlan out;
@@ -215,6 +212,9 @@ RankBudgetPlan plan_rank_budget(PlanTarget t, size_t budget, int ranks, int zero
   return out;
 }
 
+// --budget SIZE / --plan FILE: the strategy and policies come from a plan (planner/budget.h), made
+// here for the whole step under the budget, or read from `remat plan --out`. Either excludes the
+// flags that choose a strategy or a policy by hand.
 void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string& budget_text, const std::string& plan_file,
                           TrainOptions& o) {
   auto given = [&](const char* name) {

@@ -318,6 +318,13 @@ TEST_F(Mpi, ZeroThreeResumesBitIdentically) {
   }
 }
 
+TEST(PlanRanks, GatherWithoutZeroThreeIsRefused) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--gather", "regather"},
+                                                {"--ranks", "2", "--zero", "1", "--gather", "hold"}})
+    check_user_error(run_remat(tiny_train(extra)), 1,
+                     {"--gather says when ZeRO-3 gathers the blocks' parameters", "it would change nothing", "--zero 3"});
+}
+
 TEST(PlanRanks, PrintsTheModelStatePerRankBesideThePapers) {
   const RunResult r = run_remat({"plan", "--preset", "gpt2", "--layers", "36", "--channels", "4096", "--heads", "32",
                                  "--ranks", "64", "--zero", "3", "--threads", "1"});
