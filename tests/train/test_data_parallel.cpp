@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "dist/data_parallel.h"
+#include "planner/planner.h"
 #include "options.h"
 #include "train/trainer.h"
 
@@ -92,4 +94,34 @@ TEST(DataParallel, BadSettingsAreRefusedByName) {
   EXPECT_NE(message(o).find("--zero must be 0, 1 or 3, got 4"), std::string::npos);
   o = run(0);
   EXPECT_NE(message(o).find("--ranks must be between 1 and 4096"), std::string::npos);
+}
+
+// ZeRO-3's step on one rank of 2, by the dry run the planner prices it with: between steps the rank
+// holds a chunk of every parameter, gradient and moment; while the step runs, the embedding and the
+// head whole, and at most two blocks' parameters (the one running and the next, gathered ahead) and
+// two blocks' gradients (the one in its backward and the one whose reduction ends after it).
+TEST(DataParallel, ZeroThreeHoldsItsChunksAndTwoBlocksInFlight) {
+  ModelConfig c = preset("tiny");
+  c.L = 8;
+  const auto model = planner::shape_only_model(c);
+  size_t chunks = 0, rest = 0, block = 0;
+  for (const Param& p : model->params()) {
+    const int64_t n = p.value.numel();
+    chunks += size_t(n - n / 2) * 4;  // the last rank's chunk, the larger
+    const auto split = model->split_name(p.name);
+    if (!split) rest += size_t(n) * 4;
+    else if (split->first == 0) block += size_t(n) * 4;
+  }
+  for (const char* strategy : {"none", "block"}) {
+    SCOPED_TRACE(strategy);
+    StepOptions so;
+    so.schedule = make_schedule(parse_strategy(strategy, 8, false), 8);
+    const RankShare r = dist::rank_share_to_plan(2, 3, 1, true);
+    so.make_extension = r.make_extension;
+    so.optimizer_shard = r.optimizer_shard;
+    const StepMemory m = dry_run_step(c, 2, c.T, 1, so, 0);
+    EXPECT_EQ(m.peak[size_t(Category::Parameter)], chunks + rest + 2 * block);
+    EXPECT_EQ(m.peak[size_t(Category::Gradient)], chunks + rest + 2 * block);
+    EXPECT_EQ(m.peak[size_t(Category::OptimizerState)], 2 * chunks);
+  }
 }
