@@ -283,8 +283,7 @@ void add_plan(CLI::App& root) {
           const double rate = link && !cal ? sgemm_rate() : 0;
           if (link)
             cost = [&, rate](const StepPlan& p, bool h) {
-              const double compute = p.seconds ? *p.seconds
-                                               : (p.compute.fwd + p.compute.bwd + p.compute.recompute) * double(rank_accum) / rate;
+              const double compute = p.seconds ? *p.seconds : step_flops(p.compute, rank_accum) / rate;
               return compute + planner::comm_per_step(p.cfg, 3, p.schedule, rank_accum, h).seconds(int(f.ranks), *link);
             };
           const RankBudgetPlan rp = plan_rank_budget(target, *budget, int(f.ranks), 3, rank_accum, true, std::nullopt, cost);
@@ -348,7 +347,7 @@ void add_plan(CLI::App& root) {
       const std::string launch =
           plan_batch != f.batch ? "mpirun -np " + std::to_string(f.ranks) + " remat train" : std::string("remat train");
       const std::string ranks_flags = plan_batch != f.batch ? " --zero " + std::to_string(f.zero) +
-                                                                  (f.zero == 3 ? (hold ? " --gather hold" : " --gather regather") : "")
+                                                                  (f.zero == 3 ? " " + gather_flag(hold) : "")
                                                             : "";
       use = launch + model_flags + ranks_flags + " --batch " + std::to_string(f.batch) + " --micro-batch " +
             std::to_string(micro) + (f.data.empty() ? "" : " --data " + f.data) +
@@ -427,7 +426,7 @@ void add_plan(CLI::App& root) {
     if (chosen) {
       std::printf("plan for --budget %s (whole step): %s, attention %s%s\n", format_bytes(*budget).c_str(),
                   chosen->summary.c_str(), attention_label(*chosen).c_str(),
-                  plan_batch != f.batch && f.zero == 3 ? (hold ? ", --gather hold" : ", --gather regather") : "");
+                  plan_batch != f.batch && f.zero == 3 ? (", " + gather_flag(hold)).c_str() : "");
       if (!gather_why.empty()) std::printf("%s\n", gather_why.c_str());
       std::string time;
       if (chosen->seconds && textbook.front().plan.seconds)

@@ -36,4 +36,8 @@ void print_step_time_per_rank(const ModelConfig& cfg, int ranks, int zero, int64
 // This machine's sgemm rate at the current thread count (the median of 5 products of 1024 x 1024
 // matrices), in FLOP/s: the step-time tables' compute model.
 double sgemm_rate();
+// The FLOPs of `accum` micro-batches of `p`: at sgemm_rate(), the step-time tables' compute time.
+inline double step_flops(const planner::ComputePrediction& p, int64_t accum) {
+  return (p.fwd + p.bwd + p.recompute) * double(accum);
+}
 }  // namespace remat::cli

@@ -119,7 +119,7 @@ void print_step_time_per_rank(const ModelConfig& cfg, int ranks, int zero, int64
   for (const char* name : {"none", "block", "sqrt"}) {
     const Schedule s = make_schedule(parse_strategy(name, L, false), L);
     const planner::ComputePrediction p = planner::predict_compute(tr, s);
-    const double flops = (p.fwd + p.bwd + p.recompute) * double(accum);
+    const double flops = step_flops(p, accum);
     const planner::CommStep c = planner::comm_per_step(cfg, zero, s, accum);
     const double compute = flops / rate, comm = c.seconds(ranks, link);
     char step[64];

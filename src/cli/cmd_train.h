@@ -36,6 +36,8 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
 // `rank_accum` micro-batches a rank), and under ZeRO-3 its gather policy: `fixed_hold` when given,
 // else both are planned and the one whose plan costs less by `cost` (plan_cost when empty: compute
 // alone) is taken, a tie going to hold (fewer all-gathers). The cost of each policy that fits is kept.
+// "--gather hold" or "--gather regather": how plan's use: line and the plan lines spell a policy.
+inline std::string gather_flag(bool hold) { return hold ? "--gather hold" : "--gather regather"; }
 struct RankBudgetPlan {
   StepPlan plan;
   bool hold = true;

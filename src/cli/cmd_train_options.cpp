@@ -265,7 +265,7 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
     if (plan.seconds) std::snprintf(time, sizeof time, ", step time %.1f ms (calibrated)", *plan.seconds * 1e3);
     std::printf("plan for --budget %s (whole step): %s, attention %s%s; predicted whole step %s (activations alone %s)%s\n",
                 format_bytes(budget).c_str(), plan.summary.c_str(), attention_label(plan).c_str(),
-                o.zero == 3 && ranks > 1 ? (hold ? ", --gather hold" : ", --gather regather") : "",
+                o.zero == 3 && ranks > 1 ? (", " + gather_flag(hold)).c_str() : "",
                 format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str(), time);
   } else {
     plan = read_plan_file(plan_file);

@@ -323,6 +323,8 @@ TEST(PlanRanks, GatherWithoutZeroThreeIsRefused) {
                                                 {"--ranks", "2", "--zero", "1", "--gather", "hold"}})
     check_user_error(run_remat(tiny_train(extra)), 1,
                      {"--gather says when ZeRO-3 gathers the blocks' parameters", "it would change nothing", "--zero 3"});
+  check_user_error(run_remat(tiny_train({"--gather", "always"})), 1,
+                   {"--gather must be hold or regather, got 'always'", "e.g. --gather regather"});
 }
 
 TEST(PlanRanks, PrintsTheModelStatePerRankBesideThePapers) {
