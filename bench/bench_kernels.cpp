@@ -2,6 +2,8 @@
 // (bytes = reads + writes the kernel must do at minimum).
 #include <benchmark/benchmark.h>
 
+#include <array>
+
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -33,26 +35,35 @@ void set_bytes(benchmark::State& st, double bytes_per_iter) {
   st.counters["GB/s"] = benchmark::Counter(bytes_per_iter * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// C(M,N) = A(M,K) @ B(K,N), the forward layout of a Conv1D layer.
-void BM_sgemm(benchmark::State& st) {
+// C(M,N) = op(A) @ B(K,N): the forward layout of a Conv1D layer (transA 0), and a weight gradient,
+// dW(C_in, C_out) = X^T dY with K the batch's tokens (transA 1). sgemm is remat's, tiled so that its
+// bits do not depend on the thread count (kernels/gemm.h); sgemm_onednn is one oneDNN call on all of C,
+// threaded as oneDNN chooses: the pair weighs what the tiling costs.
+template <auto Gemm>
+void BM_gemm(benchmark::State& st) {
   const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
+  const bool ta = st.range(3) != 0;
   auto A = randv(M * K, 1), B = randv(K * N, 2);
   std::vector<float> C(M * N);
   for (auto _ : st) {
-    sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+    Gemm(ta, false, M, N, K, 1.0f, A.data(), ta ? M : K, B.data(), N, 0.0f, C.data(), N);
     benchmark::DoNotOptimize(C.data());
   }
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_sgemm)
-    ->ArgNames({"M", "K", "N"})
-    ->Args({2048, 256, 768})
-    ->Args({2048, 768, 256})
-    ->Args({2048, 256, 1024})
-    ->Args({2048, 1024, 256})
-    ->Args({2048, 768, 2304})
-    ->Args({2048, 768, 3072})
-    ->UseRealTime();
+void gemm_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "K", "N", "tA"});
+  for (auto [M, K, N] : {std::array<int64_t, 3>{2048, 256, 768}, {2048, 768, 256}, {2048, 256, 1024},
+                         {2048, 1024, 256}, {2048, 768, 2304}, {2048, 768, 3072}})
+    b->Args({M, K, N, 0});
+  for (auto [M, K, N] : {std::array<int64_t, 3>{768, 2048, 2304}, {768, 2048, 3072}, {3072, 2048, 768}, {64, 2048, 256}})
+    b->Args({M, K, N, 1});
+  b->UseRealTime();
+}
+void BM_sgemm(benchmark::State& st) { BM_gemm<sgemm>(st); }
+void BM_sgemm_onednn(benchmark::State& st) { BM_gemm<sgemm_onednn>(st); }
+BENCHMARK(BM_sgemm)->Apply(gemm_shapes);
+BENCHMARK(BM_sgemm_onednn)->Apply(gemm_shapes);
 
 constexpr int64_t kN = 2048, kC = 768;
 

@@ -1,15 +1,12 @@
 // Row-major single-precision GEMM, the one place the engine calls into oneDNN.
 //
-// Threading: oneDNN 2.6 here uses the OpenMP runtime. From serial code sgemm uses all OpenMP threads;
-// from inside an `omp parallel` region it runs single-threaded on the calling thread (oneDNN checks
-// omp_in_parallel(); it spawns no nested team even with OMP_MAX_ACTIVE_LEVELS > 1), so per-thread GEMMs
-// are safe.
-//
-// Determinism: bit-identical run to run for fixed shapes and thread count. On the GPT shapes we also
-// observed identical bits for 1 vs 2 threads, inside vs outside a parallel region, for misaligned
-// pointers and for a row sub-range of A -- but oneDNN does not promise this (its blocking may split K
-// across threads on other machines or versions), so a recompute should call sgemm with the same
-// shapes, from the same kind of context, as the forward it replays.
+// Determinism: the same bits for any thread count, inside or outside a parallel region. oneDNN does not
+// promise that: on AVX2 its sgemm gave other bits with 1 and 2 threads (it splits K across threads for
+// some shapes), so a run whose team shrinks and grows (core/threads.h) changed its weights. So C is cut
+// into tiles of a fixed size (kSgemmTile rows or columns, a function of the shape, never of the thread
+// count), each computed by one single-threaded oneDNN call over all of K: a value's sum is always that
+// tile's, whichever thread runs it. Outside a parallel region the tiles are shared among the threads; inside one
+// (oneDNN then runs single-threaded on the calling thread, without a nested team) they run in turn.
 #pragma once
 #include <cstdint>
 
@@ -20,5 +17,16 @@ namespace remat::kernels {
 // beta == 0 means C is write-only (NaNs in C are not propagated).
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The tile: 512 rows of C over all of N, or where C has fewer than 1,024 rows (a weight's gradient),
+// 512 columns over all of M. On a 2-core AVX2 EPYC these ran at oneDNN's own speed (bench_kernels:
+// BM_sgemm against BM_sgemm_onednn; remat bench's step times within the noise), while 128- and
+// 256-row tiles lost up to half of it to packing.
+inline constexpr int64_t kSgemmTile = 512;
+
+// One dnnl_sgemm call on all of C, threaded as oneDNN chooses: not thread-count invariant. For the
+// benchmark that weighs the tiling.
+void sgemm_onednn(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 }  // namespace remat::kernels
