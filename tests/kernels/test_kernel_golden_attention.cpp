@@ -21,7 +21,7 @@ using namespace remat::kernels;
 using namespace remat::test;
 using vec_bf16::by_storage;
 
-const std::map<std::string, uint64_t> remat::test::kGolden = {
+const GoldenTables kTables{{"avx2+fma, gcc 12", {
     {"attention.f32.t1", 0x22e4b47cfa333492ull}, {"attention.f32.t2", 0x22e4b47cfa333492ull},
     {"flash_attention.f32.t1", 0xd2a89e5b208d7dd2ull}, {"flash_attention.f32.t2", 0xd2a89e5b208d7dd2ull},
     {"attention.bf16.t1", 0x78e53856bdf621d3ull}, {"attention.bf16.t2", 0x78e53856bdf621d3ull},
@@ -30,7 +30,7 @@ const std::map<std::string, uint64_t> remat::test::kGolden = {
     {"rope.bf16.t1", 0x2d10d42a7f45b5bcull}, {"rope.bf16.t2", 0x2d10d42a7f45b5bcull},
     {"encoder.f32.t1", 0xb3aaa9f3165182cbull}, {"encoder.f32.t2", 0xb3aaa9f3165182cbull},
     {"encoder.bf16.t1", 0xc5f4786f7b0cad4bull}, {"encoder.bf16.t2", 0xc5f4786f7b0cad4bull},
-};
+}}};
 
 namespace {
 
