@@ -1,5 +1,5 @@
-// Helpers for holding a bf16 kernel to its fp32 twin: conversions of whole vectors, and the
-// comparisons shared by the bf16 kernel tests.
+// Helpers for holding a kernel, fp32 or bf16, to an independent reference: conversions of whole
+// vectors, and the comparisons shared by the kernel tests.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/bf16.h"
@@ -24,6 +25,28 @@ inline std::vector<float> f32(const std::vector<kernels::bf16>& v) {
   kernels::to_float(o.data(), v.data(), int64_t(v.size()));
   return o;
 }
+// Storage of a tensor of type S made from fp32 values (bf16: rounded once), and what a reference reads
+// from it (bf16 widened exactly, fp32 as is).
+template <class S>
+std::vector<S> stored(const std::vector<float>& v) {
+  if constexpr (std::is_same_v<S, kernels::bf16>)
+    return b16(v);
+  else
+    return v;
+}
+inline std::vector<float> widen(const std::vector<float>& v) { return v; }
+inline std::vector<float> widen(const std::vector<kernels::bf16>& v) { return f32(v); }
+
+// got (fp32) within frac of the largest |want| everywhere.
+inline void expect_close(const std::vector<float>& got, const std::vector<double>& want, const std::string& what,
+                         double frac = 1e-5) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double m = 0;
+  for (double w : want) m = std::max(m, std::fabs(w));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(double(got[i]) - want[i]), frac * m) << what << " at " << i << ": " << got[i] << " vs " << want[i];
+}
+
 // The same bytes (bf16 or fp32 vectors): bit-identical results.
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
