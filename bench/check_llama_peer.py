@@ -164,8 +164,9 @@ def main():
     try:
         for i, (name, NH, KVH) in enumerate(CASES):
             case = make_case(os.path.join(work, name), name, NH, KVH, a.seed + 10 * i)
-            pg, rg = os.path.join(case["dir"], "grads_torch_f64.safetensors"), os.path.join(
-                case["dir"], "grads_torch_f32.safetensors" if a.self_test else "grads_remat.safetensors")
+            # Beside the model folder, not inside it: remat refuses to write into its --init-from folder.
+            pg, rg = os.path.join(work, f"{name}_grads_torch_f64.safetensors"), os.path.join(
+                work, f"{name}_grads_torch_f32.safetensors" if a.self_test else f"{name}_grads_remat.safetensors")
             loss_p = run_peer(case, "float64", pg)
             loss_r = run_peer(case, "float32", rg) if a.self_test else run_remat(a.remat, case, rg)
             grads_p, grads_r = safetensors_py.load(pg)[0], safetensors_py.load(rg)[0]

@@ -10,11 +10,13 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "test_util.h"
+
 TEST(LlamaPeer, LossAndEveryGradientAgreeWithPyTorchToOneInAHundredThousand) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(__FILE__).parent_path().parent_path().parent_path();
   const fs::path script = root / "bench" / "check_llama_peer.py";
-  if (!fs::exists(script)) GTEST_SKIP() << "no " << script;
+  ASSERT_TRUE(fs::exists(script)) << "no " << script;
   const std::string cmd = "python3 '" + script.string() + "' --remat '" + REMAT_BINARY + "' 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -25,8 +27,8 @@ TEST(LlamaPeer, LossAndEveryGradientAgreeWithPyTorchToOneInAHundredThousand) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   // The script exits 77 without PyTorch; the shell exits 127 when python3 itself is missing (a bare
   // Debian 12 has none) and 126 when it cannot be run.
-  if (code == 127 || code == 126) GTEST_SKIP() << "python3 is not installed (apt-get install python3 python3-torch):\n" << out;
-  if (code == 77) GTEST_SKIP() << "PyTorch is not installed (apt-get install python3-torch):\n" << out;
+  if (code == 127 || code == 126) REMAT_SKIP_WITHOUT("python3 is not installed (apt-get install python3 python3-torch):\n" << out);
+  if (code == 77) REMAT_SKIP_WITHOUT("PyTorch is not installed (apt-get install python3-torch):\n" << out);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("OK: 3 cases agree within rtol 1e-05"), std::string::npos) << out;
 }

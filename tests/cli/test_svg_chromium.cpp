@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "run.h"
 
 namespace {
@@ -33,7 +34,7 @@ std::pair<unsigned, unsigned> png_size(const std::string& bytes) {
 }
 
 TEST(SvgChromium, PicturesRenderAtTwoSizes) {
-  if (!has_chromium()) GTEST_SKIP() << "needs chromium to render the pictures: apt-get install chromium";
+  if (!has_chromium()) REMAT_SKIP_WITHOUT("needs chromium to render the pictures: apt-get install chromium");
   TempDir d;
   RunResult r = run_remat({"trace", "--layers", "4", "--recompute", "block", "--svg", d / "t.svg", "--svg-persistent"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();

@@ -130,10 +130,33 @@ TEST_F(AtomicFileTest, ParentIsAFile) {
 }
 
 TEST_F(AtomicFileTest, UnwritableDirectory) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root: permission bits do not deny writes";
   fs::create_directories(dir_ / "ro");
-  ASSERT_EQ(::chmod((dir_ / "ro").c_str(), 0500), 0);
-  std::string msg = error_of([&] { remat::write_file_atomic(p("ro/f"), "x"); });
+  ASSERT_EQ(::chmod((dir_ / "ro").c_str(), 0555), 0);
+  std::string msg;
+  if (::geteuid() != 0) {
+    msg = error_of([&] { remat::write_file_atomic(p("ro/f"), "x"); });
+  } else {
+    // Permission bits do not deny root (CI runs as root): write as the unprivileged user nobody in a
+    // child process, and read its message back through a pipe.
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      std::string m = "<could not become nobody>";
+      if (::setgid(65534) == 0 && ::setuid(65534) == 0) m = error_of([&] { remat::write_file_atomic(p("ro/f"), "x"); });
+      const ssize_t w = ::write(fds[1], m.data(), m.size());
+      ::_exit(w == ssize_t(m.size()) ? 0 : 1);
+    }
+    ::close(fds[1]);
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(n));
+    ::close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << msg;
+  }
   ::chmod((dir_ / "ro").c_str(), 0700);
   EXPECT_NE(msg.find("Permission denied"), std::string::npos) << msg;
   EXPECT_NE(msg.find("writable"), std::string::npos) << msg;

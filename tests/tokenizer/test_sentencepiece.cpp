@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
 #include "core/error.h"
 #include "reference_tools.h"
 #include "tokenizer/token_file.h"
@@ -31,8 +32,8 @@ class SentencePieceReference : public ::testing::Test {
   void SetUp() override {
     py_ = python_with_sentencepiece();
     if (py_.empty())
-      GTEST_SKIP() << "SentencePiece reference unavailable: no python3 with the sentencepiece module "
-                      "(Debian: apt-get install python3-sentencepiece)";
+      REMAT_SKIP_WITHOUT("SentencePiece reference unavailable: no python3 with the sentencepiece module "
+                         "(Debian: apt-get install python3-sentencepiece)");
     dir_ = fs::path(REMAT_BINARY).parent_path() / "spm-ref";
     fs::create_directories(dir_);
     const fs::path model = dir_ / "m.model";

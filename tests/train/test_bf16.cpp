@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <random>
 
+#include "test_util.h"
 #include "checkpoint/policy.h"
 #include "core/error.h"
 #include "model/model.h"
@@ -235,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, Bf16VsFp32, ::testing::Values(Arch::GPT2, Arch::
 
 TEST(Bf16Learning, TrainsTinyShakespeareAsWellAsFp32) {
   const std::string path = std::string(REMAT_SHARED_DIR) + "/data/tinyshakespeare.txt";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "needs " << path << " (the ../shared folder is absent)";
+  if (!std::filesystem::exists(path)) REMAT_SKIP_WITHOUT("needs " << path << " (the ../shared folder is absent)");
   auto train = [&](DType prec) {
     TrainOptions o = learning_test::options(Arch::GPT2, path, 400);  // the learning test's config, 400 steps
     o.model.precision = prec;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "test_util.h"
 #include "core/safetensors.h"
 #include "model/gpt.h"
 #include "model/weights.h"
@@ -276,7 +277,7 @@ TEST_P(Models, SavedActivationBytesEqualTheDryRunsTableForSeveralConfigs) {
 
 TEST_P(Models, LearnsTinyShakespeareBelow2p5NatsPerByte) {
   const std::string path = std::string(REMAT_SHARED_DIR) + "/data/tinyshakespeare.txt";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "needs " << path << " (the ../shared folder is absent)";
+  if (!std::filesystem::exists(path)) REMAT_SKIP_WITHOUT("needs " << path << " (the ../shared folder is absent)");
   Trainer t(learning_test::options(GetParam(), path, 300));
   TrainSummary s = t.run();
   EXPECT_NEAR(s.first_val, std::log(256.0), 0.2);
