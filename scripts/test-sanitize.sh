@@ -20,6 +20,7 @@ t0=$SECONDS
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DREMAT_SANITIZE=ON -DREMAT_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j "${REMAT_JOBS:-2}"
+bash scripts/seed-test-costs.sh build-asan
 echo "test-sanitize: build took $((SECONDS - t0)) s"
 
 supp="$PWD/scripts/lsan.supp"

@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
+bash scripts/seed-test-costs.sh build
 # OMP_WAIT_POLICY=passive unless set: idle OpenMP threads sleep instead of spinning. The test binaries
 # (unlike `remat`, see src/cli/main.cpp) run on libgomp's default, whose spinning threads steal the
 # cores from the working ones whenever anything else runs: under a load average of 6 to 9, `ctest -R

@@ -238,14 +238,14 @@ std::vector<KernelPlans> plan_kernels(const PlanTarget& t) {
   for (autograd::AttentionKind k : kernels) {
     ModelConfig cfg = t.cfg;
     cfg.attention = k;
-    KernelPlans kp{make_candidates(cfg, t.micro, t.T, t.calibration ? &*t.calibration : nullptr), {}, {}};
+    KernelPlans kp{make_candidates(cfg, t.micro, t.T, t.calibration ? &*t.calibration : nullptr), {}, {}, {}};
     add_frontiers(kp);
     out.push_back(std::move(kp));
   }
   // Both kernels per block: a superset of the two above, planned last so that a mix is chosen only
   // where it is strictly faster than one kernel everywhere.
   if (t.per_block_attention && kernels.size() > 1) {
-    KernelPlans kp{make_candidates(t.cfg, t.micro, t.T, nullptr, kernels), {}, {}};
+    KernelPlans kp{make_candidates(t.cfg, t.micro, t.T, nullptr, kernels), {}, {}, {}};
     add_frontiers(kp);
     out.push_back(std::move(kp));
   }

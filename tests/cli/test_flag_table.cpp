@@ -89,7 +89,9 @@ TEST(CliFlags, EveryFlagMeansOneThingInEverySubcommand) {
   std::set<std::string> used;
   for (const auto& [name, cmds] : owners) {
     const auto* f = find_shared_flag(name);
-    if (cmds.size() > 1) EXPECT_TRUE(f) << name << " is taken by " << cmds.size() << " subcommands and is not in flag_table.h";
+    if (cmds.size() > 1) {
+      EXPECT_TRUE(f) << name << " is taken by " << cmds.size() << " subcommands and is not in flag_table.h";
+    }
     if (!f) continue;
     used.insert(name);
     for (const std::string& c : cmds) {
