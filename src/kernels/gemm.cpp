@@ -15,11 +15,8 @@ namespace {
 // the calling thread) or where one thread is all there is.
 void tile(bool transA, bool transB, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  const float* a = transA ? A + i0 : A + i0 * lda;
-  const float* b = transB ? B + j0 * ldb : B + j0;
-  const dnnl_status_t st =
-      dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
-  REMAT_ASSERT(st == dnnl_success, "sgemm: dnnl_sgemm failed");
+  sgemm_onednn(transA, transB, m, n, K, alpha, transA ? A + i0 : A + i0 * lda, lda, transB ? B + j0 * ldb : B + j0, ldb,
+               beta, C + i0 * ldc + j0, ldc);
 }
 
 }  // namespace

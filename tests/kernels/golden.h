@@ -111,6 +111,12 @@ struct Hash {
 struct Hashes3 {
   uint64_t a, b, c;
 };
+// An attention case (batch, sequence, heads, head size, dropout) and its hashes per compiled build.
+struct AttentionCase {
+  int64_t B, T, NH, HS;
+  float p;
+  std::map<std::string, Hashes3> by_build;
+};
 inline uint64_t fnv1a(const std::vector<float>& v) {
   Hash h;
   h.add(v);

@@ -250,12 +250,7 @@ TEST(NaiveAttention, GqaMatchesRepeatedKvMha) {
 // -march=native with AVX-512). On AVX2 + FMA they were recorded from this kernel, as a guard of its
 // bits; a build with neither checks that a second run gives the same bits (golden.h).
 TEST(NaiveAttention, MhaBitIdenticalToPreGqaKernel) {
-  struct Case {
-    int64_t B, T, NH, HS;
-    float p;
-    std::map<std::string, remat::test::Hashes3> by_build;
-  };
-  const Case cases[] = {
+  const remat::test::AttentionCase cases[] = {
       {2, 100, 3, 24, 0.1f, {{"avx512, gcc 12", {0xd0c2afd02ae61130ull, 0x0703634a6fbae5bdull, 0xd7b2fc2e398cb9e2ull}},
                               {"avx2+fma, gcc 12", {0x7e6ca23e50d01811ull, 0x558cf0cd133c2bf0ull, 0x5219f30202f28c74ull}}}},
       {1, 130, 2, 64, 0.0f, {{"avx512, gcc 12", {0xdd9132aa15a1f3bfull, 0xb986d95737f11284ull, 0x73e53ec40af2c223ull}},
@@ -263,7 +258,7 @@ TEST(NaiveAttention, MhaBitIdenticalToPreGqaKernel) {
       {2, 67, 4, 16, 0.1f, {{"avx512, gcc 12", {0x0552dbd2a2561ff3ull, 0x5cf2014143843797ull, 0xc6ccddbaf2bb022bull}},
                               {"avx2+fma, gcc 12", {0x4a64c0d9c9af859aull, 0x7bebe4eeae292558ull, 0xf97041989fe015f9ull}}}},
   };
-  for (const Case& c : cases) {
+  for (const remat::test::AttentionCase& c : cases) {
     const AttnDims d{c.B, c.T, c.NH, c.NH, c.HS};
     auto qkv = random_vec(d.qkv_size(), 21, -2.f, 2.f), dout = random_vec(d.out_size(), 22);
     remat::test::pinned_or_repeatable(c.by_build, "T=" + std::to_string(c.T), [&] {

@@ -195,12 +195,7 @@ TEST(FlashAttention, GqaMatchesRepeatedKvMha) {
 // -march=native with AVX-512). On AVX2 + FMA they were recorded from this kernel, as a guard of its
 // bits; a build with neither checks that a second run gives the same bits (golden.h).
 TEST(FlashAttention, MhaBitIdenticalToPreGqaKernel) {
-  struct Case {
-    int64_t B, T, NH, HS;
-    float p;
-    std::map<std::string, remat::test::Hashes3> by_build;
-  };
-  const Case cases[] = {
+  const remat::test::AttentionCase cases[] = {
       {2, 100, 3, 24, 0.1f, {{"avx512, gcc 12", {0xabd53cfcd062b6ccull, 0x84a6118853b77055ull, 0x5fa0bb6a1c6a1983ull}},
                               {"avx2+fma, gcc 12", {0x9d489f006742415full, 0xa788d1fc509e1d06ull, 0x802656db4cf348cfull}}}},
       {1, 130, 2, 64, 0.0f, {{"avx512, gcc 12", {0x10bef27318e04e18ull, 0x1aa1897edd9a4522ull, 0x236bef83f69ae0b2ull}},
@@ -208,7 +203,7 @@ TEST(FlashAttention, MhaBitIdenticalToPreGqaKernel) {
       {2, 67, 4, 16, 0.1f, {{"avx512, gcc 12", {0x240c26c755600a45ull, 0x5ad792e0d4cd66ddull, 0x5bcb1cb500032d0full}},
                               {"avx2+fma, gcc 12", {0x522d76396da8f313ull, 0x36b1176c62a77a5full, 0x21c79239579aef02ull}}}},
   };
-  for (const Case& c : cases) {
+  for (const remat::test::AttentionCase& c : cases) {
     const AttnDims d{c.B, c.T, c.NH, c.NH, c.HS};
     auto qkv = random_vec(d.qkv_size(), 21, -2.f, 2.f), dout = random_vec(d.out_size(), 22);
     remat::test::pinned_or_repeatable(c.by_build, "T=" + std::to_string(c.T), [&] {
