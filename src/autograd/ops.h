@@ -51,9 +51,20 @@ Tensor rmsnorm(const Tensor& x, const Tensor& w, float eps, const std::string& n
 Tensor swiglu(const Tensor& gate, const Tensor& up, const std::string& name);
 // Rotary position embeddings on q (B, T, NH*HS) and k (B, T, KVH*HS) (Hugging Face's rotate_half
 // convention, angle t * theta^(-2i/HS)), packed with v into the attention's qkv layout. Saves nothing:
-// the backward rotates back with tables it rebuilds.
+// the backward rotates back with tables it rebuilds. `pos0` > 0 (generation with a key/value cache:
+// the tokens are positions pos0 .. pos0+T-1) is forward only, not under a tape.
 Tensor rope_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t NH, int64_t KVH, float theta,
-                const std::string& name);
+                const std::string& name, int64_t pos0 = 0);
+// Generation with a key/value cache (model/sample.h): one layer's keys and values of the positions so
+// far, fp32, (capacity, KVH*HS) each.
+struct KVLayer {
+  Tensor k, v;
+};
+// Causal attention of the n tokens of qkv (1, n, (NH + 2*KVH)*HS), at positions pos .. pos+n-1, over
+// the keys and values of positions 0 .. pos+n-1, after writing theirs into `kv` (kernels/
+// attention_decode.h). Forward only, not under a tape. -> (1, n, NH*HS) in qkv's dtype.
+Tensor attention_cached(const Tensor& qkv, int64_t NH, int64_t KVH, const KVLayer& kv, int64_t pos,
+                        const std::string& name);
 // Tanh-form GELU. Saves the input.
 Tensor gelu(const Tensor& x, const std::string& name);
 // a + b, in a's dtype (a and b both fp32, both bf16, or a fp32 and b bf16). Saves nothing.

@@ -6,6 +6,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "autograd/dispatch.h"
+#include "kernels/attention_decode.h"
 #include "kernels/attention_kernels.h"
 
 namespace remat::autograd {
@@ -172,6 +173,32 @@ Tensor attention(const Tensor& qkv, int64_t NH, int64_t KVH, float p, Rng rng, A
   n->p = p;
   n->rng = rng;
   finish(std::move(n));
+  return out;
+}
+
+Tensor attention_cached(const Tensor& qkv, int64_t NH, int64_t KVH, const KVLayer& kv, int64_t pos,
+                        const std::string& name) {
+  REMAT_ASSERT(!recording(), "attention_cached is for generation, not under a tape");
+  REMAT_ASSERT(qkv.shape().size() == 3 && qkv.dim(0) == 1 && NH > 0 && KVH > 0 && NH % KVH == 0 &&
+                   qkv.dim(2) % (NH + 2 * KVH) == 0,
+               "attention_cached: qkv must be (1, n, (NH + 2*KVH) * HS) with KVH dividing NH");
+  const int64_t n = qkv.dim(1), HS = qkv.dim(2) / (NH + 2 * KVH);
+  REMAT_ASSERT(kv.k.shape().size() == 2 && kv.k.dim(1) == KVH * HS && kv.v.shape() == kv.k.shape() &&
+                   pos >= 0 && pos + n <= kv.k.dim(0),
+               "attention_cached: the cache must be (capacity, KVH*HS) with room for the new positions");
+  Tensor out = Tensor::empty({1, n, NH * HS}, Category::Activation, name, qkv.dtype());
+  const int64_t threads = omp_get_max_threads();
+  Tensor scratch = workspace(kernels::attention_decode_scratch_floats(pos + n, HS, threads), name + ".workspace");
+  if (!shape_only())
+    dispatch(qkv.dtype(), [&]<class S>() {
+      Tensor k = kv.k, v = kv.v;  // handles on the cache's storage, written here
+      kernels::attention_decode<S>(span_of<S>(out), k.span(), v.span(), cspan_of<S>(qkv), n, pos, NH, KVH, HS,
+                                   scratch.span());
+    });
+  // Q K^T and P V over the positions so far: 2 * 2 * HS multiply-adds per (query, key, head).
+  double pairs = 0;
+  for (int64_t t = 0; t < n; ++t) pairs += double(pos + t + 1);
+  count_forward("attention_cached", name, 4.0 * HS * NH * pairs);
   return out;
 }
 

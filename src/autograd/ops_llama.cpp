@@ -140,21 +140,23 @@ Tensor swiglu(const Tensor& gate, const Tensor& up, const std::string& name) {
 }
 
 Tensor rope_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t NH, int64_t KVH, float theta,
-                const std::string& name) {
+                const std::string& name, int64_t pos0) {
   const int64_t B = q.dim(0), T = q.dim(1), HS = q.dim(2) / NH;
   REMAT_ASSERT(q.shape().size() == 3 && q.dim(2) == NH * HS && k.shape() == Shape({B, T, KVH * HS}) &&
                    v.shape() == k.shape() && HS % 2 == 0,
                "rope_qkv: q must be (B, T, NH*HS), k and v (B, T, KVH*HS), with HS even");
   REMAT_ASSERT(k.dtype() == q.dtype() && v.dtype() == q.dtype(), "rope_qkv: q, k and v must have the same dtype");
+  REMAT_ASSERT(pos0 == 0 || !recording(), "rope_qkv: positions after 0 are for generation, not under a tape");
   Tensor out = Tensor::empty({B, T, (NH + 2 * KVH) * HS}, Category::Activation, name, q.dtype());
   {  // the tables are made in a dry run too: it counts what a real run allocates
-    Tensor cos = Tensor::empty({T, HS / 2}, Category::Workspace, name + ".cos");
-    Tensor sin = Tensor::empty({T, HS / 2}, Category::Workspace, name + ".sin");
+    Tensor cos = Tensor::empty({pos0 + T, HS / 2}, Category::Workspace, name + ".cos");
+    Tensor sin = Tensor::empty({pos0 + T, HS / 2}, Category::Workspace, name + ".sin");
     if (!shape_only()) {
-      kernels::rope_table(cos.span(), sin.span(), T, HS, theta);
+      kernels::rope_table(cos.span(), sin.span(), pos0 + T, HS, theta);
+      const size_t skip = size_t(pos0 * (HS / 2));  // rows 0 .. pos0-1: the positions before these tokens
       dispatch(q.dtype(), [&]<class S>() {
-        kernels::rope_qkv_forward<S>(span_of<S>(out), cspan_of<S>(q), cspan_of<S>(k), cspan_of<S>(v), cos.cspan(),
-                                     sin.cspan(), B, T, NH, KVH, HS);
+        kernels::rope_qkv_forward<S>(span_of<S>(out), cspan_of<S>(q), cspan_of<S>(k), cspan_of<S>(v),
+                                     cos.cspan().subspan(skip), sin.cspan().subspan(skip), B, T, NH, KVH, HS);
       });
     }
   }

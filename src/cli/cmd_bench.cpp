@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/process_memory.h"
 #include "cli/bench.h"
 #include "core/error.h"
 #include "core/threads.h"
@@ -272,6 +273,7 @@ void add_bench(CLI::App& root) {
       specs.push_back(r);
     }
     run_rows(f, cfg, T, specs, cal, f.calibration.empty() ? "" : f.calibration[0]);
+    if (!f.json) std::printf("%s\n", command_process_line().c_str());
   });
 }
 

@@ -1,5 +1,6 @@
 // remat calibrate: measure this machine's per-block costs for the planner's time model
 // (planner/calibration.h, planner/calibrate.h) and write them to a small file.
+#include "core/process_memory.h"
 #include "cli/cmd_calibrate.h"
 
 #include <omp.h>
@@ -105,6 +106,7 @@ void add_calibrate(CLI::App& root) {
       std::printf(", %s %.1f ms (%.3fx)", s, t * 1e3, t / none);
     }
     std::printf("\nwrote %s\n", f.out.c_str());
+    std::printf("%s\n", command_process_line().c_str());
   });
 }
 

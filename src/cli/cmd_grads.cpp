@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/process_memory.h"
 #include "cli/flags.h"
 #include "core/error.h"
 #include "core/io_policy.h"
@@ -94,6 +95,7 @@ void add_grads(CLI::App& root) {
     save_safetensors(f.out, grads, {{"format", "pt"}, {"remat.loss", std::to_string(loss)}});
     std::printf("{\"loss\": %.9g, \"tokens\": %lld}\n", double(loss), (long long)(B * T));
     std::fflush(stdout);
+    std::fprintf(stderr, "remat grads: %s\n", command_process_line().c_str());  // stdout is the JSON
   });
 }
 

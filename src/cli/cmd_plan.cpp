@@ -17,6 +17,7 @@
 #include "core/io_policy.h"
 #include "checkpoint/policy.h"
 #include "core/atomic_file.h"
+#include "core/process_memory.h"
 #include "planner/budget.h"
 #include "planner/frontier.h"
 #include "train/run_data.h"
@@ -30,7 +31,7 @@ namespace {
 struct PlanFlags {
   ModelFlags model;
   int64_t batch = 8, micro_batch = 0;
-  std::string budget;
+  std::string budget, step_budget;
   std::vector<std::string> strategies;
   std::string policy = "none";
   std::string segment_replay = "boundaries";
@@ -135,6 +136,7 @@ void add_plan(CLI::App& root) {
   add_shared(*app, "--batch", f.batch);
   add_shared(*app, "--micro-batch", f.micro_batch, "whose activations are planned");
   add_shared(*app, "--budget", f.budget, "print the fastest plan that fits and the remat train command that runs it");
+  add_shared(*app, "--step-budget", f.step_budget, "print the fastest plan whose step fits and the remat train command that runs it");
   add_shared(*app, "--out", f.out, "with --budget, the plan (JSON), for remat train --plan");
   app->add_flag("--frontier", f.frontier, "Print every plan of the frontier (default: a sample of at most 12)");
   add_shared(*app, "--svg", f.svg, "the frontier, the textbook strategies and the chosen plan");
@@ -158,7 +160,13 @@ void add_plan(CLI::App& root) {
       return o && o->count() > 0;
     };
     std::optional<size_t> budget;  // parsed first: a bad budget is a flag error, whatever the model
-    if (given("--budget")) budget = parse_bytes(f.budget, "--budget");
+    if (given("--budget") && given("--step-budget"))
+      throw Error("cli", "--budget and --step-budget cannot be combined",
+                  "--budget bounds the process, --step-budget the accounted step alone: give one");
+    const bool step_only = given("--step-budget");  // the step alone, not the process
+    const std::string budget_flag = step_only ? "--step-budget" : "--budget";
+    if (step_only) f.budget = f.step_budget;
+    if (given("--budget") || step_only) budget = parse_bytes(f.budget, budget_flag);
     if (!budget && given("--out"))
       throw Error("cli", "--out writes the plan chosen under --budget", "add --budget SIZE, e.g. --budget 2GiB");
     if (budget && !f.strategies.empty())
@@ -189,7 +197,7 @@ void add_plan(CLI::App& root) {
       throw Error("cli", "--json with --ranks is not supported yet: the --ranks tables are text",
                   "drop --ranks, or drop --json");
     if (given("--ranks") && budget && f.zero == 2)
-      throw Error("cli", "--budget with --zero 2: remat trains stages 0, 1 and 3, so it plans those; stage 2 is "
+      throw Error("cli", budget_flag + " with --zero 2: remat trains stages 0, 1 and 3, so it plans those; stage 2 is "
                          "priced in the --ranks tables only",
                   "use --zero 0, 1 or 3 with --budget");
     // With --ranks and --budget, the budget is one rank's: each runs --batch / --ranks sequences a step.
@@ -254,7 +262,20 @@ void add_plan(CLI::App& root) {
     TrainOptions data_opts;
     data_opts.data = f.data;
     data_opts.data_format = f.data_format;
-    PlanTarget target{cfg, plan_batch, micro, T, data_bytes_for(data_opts), f.model.attention_auto(), std::nullopt};
+    const DataFootprint data = data_footprint(data_opts);
+    PlanTarget target{cfg, plan_batch, micro, T, data.accounted, f.model.attention_auto(), std::nullopt};
+    // --budget is the process's, as in train: the step gets what the runtime, the mapped token files
+    // and the allocator's rounding leave of it.
+    const ProcessFixed fixed = process_fixed(data.mapped);
+    std::optional<size_t> step_budget;
+    if (budget) {
+      if (!step_only && step_budget_within(*budget, fixed) == 0)
+        throw Error("plan", "--budget " + format_bytes(*budget) + " is below what the process needs before any step: " +
+                                fixed_description(fixed) + " = " + format_bytes(predicted_process(fixed, 0)),
+                    "give --budget more than " + format_bytes(predicted_process(fixed, 0)));
+      step_budget = step_only ? *budget : step_budget_within(*budget, fixed);
+      if (!step_only) target.process = fixed;
+    }
     target.per_block_attention = target.allow_flash;  // --attention auto: the DP may choose the kernel per block
     // With --ranks and --budget: one rank's step, with its reduction buffers and its shard of AdamW.
     if (plan_batch != f.batch)
@@ -286,7 +307,7 @@ void add_plan(CLI::App& root) {
               const double compute = p.seconds ? *p.seconds : step_flops(p.compute, rank_accum) / rate;
               return compute + planner::comm_per_step(p.cfg, 3, p.schedule, rank_accum, h).seconds(int(f.ranks), *link);
             };
-          const RankBudgetPlan rp = plan_rank_budget(target, *budget, int(f.ranks), 3, rank_accum, true, std::nullopt, cost);
+          const RankBudgetPlan rp = plan_rank_budget(target, *step_budget, int(f.ranks), 3, rank_accum, true, std::nullopt, cost);
           chosen = rp.plan;
           hold = rp.hold;
           auto show = [&](const std::optional<double>& c) {
@@ -299,7 +320,7 @@ void add_plan(CLI::App& root) {
           gather_why = "gather policy: hold " + show(rp.hold_cost) + ", regather " + show(rp.regather_cost) +
                        (link ? " (compute plus every collective at --bandwidth, none hidden)" : " (compute alone; --bandwidth adds the collectives)");
         } else {
-          chosen = plan_for_budget(target, *budget, kernels);
+          chosen = plan_for_budget(target, *step_budget, kernels);
         }
       } catch (const Error& e) {
         if (f.svg.empty()) throw;
@@ -339,7 +360,7 @@ void add_plan(CLI::App& root) {
       // calibration or --threads chose it, else it is this process's default, which train gets too.
       if (chosen->threads > 0 && (cal || given("--threads"))) model_flags += " --threads " + std::to_string(chosen->threads);
       if (how.empty()) {  // no short spelling (a kernel per block has none): train plans the same again
-        how = "--budget " + shell_quoted(f.budget) + (cal ? " --calibration " + shell_quoted(f.calibration) : "");
+        how = budget_flag + " " + shell_quoted(f.budget) + (cal ? " --calibration " + shell_quoted(f.calibration) : "");
         if (target.allow_flash) model_flags += " --attention auto";
       } else if (target.allow_flash || chosen->cfg.attention != cfg.attention) {
         model_flags += std::string(" --attention ") + autograd::attention_kind_name(chosen->cfg.attention);
@@ -365,7 +386,7 @@ void add_plan(CLI::App& root) {
                           : std::string("predicted FLOPs / store-everything's (") +
                                 autograd::attention_kind_name(cfg.attention) + " attention)";
       fo.bytes_title = "predicted whole-step peak (parameters, gradients, AdamW, data, activations, workspace)";
-      if (budget) fo.budget = double(*budget), fo.budget_met = !refused;
+      if (budget) fo.budget = double(*step_budget), fo.budget_met = !refused;
       std::vector<SvgPoint> pts;
       const auto add = [&](const StepPlan& p, const std::string& label, SvgPoint::Kind kind) {
         if (cal && !p.seconds) return;
@@ -424,7 +445,11 @@ void add_plan(CLI::App& root) {
                 shown.size() < frontier.size() ? (", " + std::to_string(shown.size()) + " shown; --frontier for all").c_str() : "");
     print_rows(shown, base, cal);
     if (chosen) {
-      std::printf("plan for --budget %s (whole step): %s, attention %s%s\n", format_bytes(*budget).c_str(),
+      const std::string share = step_only ? "whole step"
+                                          : "the process: " + fixed_description(fixed) + "; the step gets " +
+                                                format_bytes(*step_budget);
+      std::printf("plan for %s %s (%s): %s, attention %s%s\n", budget_flag.c_str(), format_bytes(*budget).c_str(),
+                  share.c_str(),
                   chosen->summary.c_str(), attention_label(*chosen).c_str(),
                   plan_batch != f.batch && f.zero == 3 ? (", " + gather_flag(hold)).c_str() : "");
       if (!gather_why.empty()) std::printf("%s\n", gather_why.c_str());
@@ -437,8 +462,9 @@ void add_plan(CLI::App& root) {
                                *textbook.front().plan.seconds * 1e3);
                  return std::string(b);
                }() + ")";
-      std::printf("  predicted: whole step %s (activations alone %s), overhead %s%s\n",
+      std::printf("  predicted: whole step %s (activations alone %s), process %s, overhead %s%s\n",
                   format_bytes(chosen->step.peak_total).c_str(), format_bytes(chosen->activation_peak).c_str(),
+                  format_bytes(predicted_process(fixed, chosen->step.peak_total)).c_str(),
                   overhead_str(*chosen, base).c_str(), time.c_str());
       if (!f.out.empty()) std::printf("plan written to %s\n", f.out.c_str());
       std::printf("use: %s\n", use.c_str());

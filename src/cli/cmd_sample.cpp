@@ -5,6 +5,7 @@
 //  - Other vocabularies: remat has no tokenizer; the prompt is --prompt-tokens 1,2,3 and the output
 //    is token ids, one line, separated by spaces.
 // stdout holds the prompt followed by its continuation, streamed as it is drawn; notes go to stderr.
+#include "core/process_memory.h"
 #include "cli/cmd_sample.h"
 
 #include <omp.h>
@@ -185,6 +186,8 @@ void add_sample(CLI::App& root) {
     check_sizes(cfg, 1, cfg.T, 8.0);
     auto model = make_model(cfg);
     load_weights(*model, f.init_from);
+    const size_t weights_bytes = Allocator::global().active_total(), loading_peak = Allocator::global().peak_total();
+    const size_t generation = generation_bytes(*model, int64_t(prompt.size()), f.so.tokens);
 
     // The prompt as it was given, then each token as it is drawn.
     std::vector<int32_t> drawn = prompt;  // with a tokenizer: the text so far, decoded whole each time
@@ -219,6 +222,11 @@ void add_sample(CLI::App& root) {
     if (bytes) std::fputs(text.finish().c_str(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
+    // The process beside its prediction: the weights and the generation's dry run (its key/value cache
+    // and largest forward), with the runtime beside them.
+    // The loading's own peak (the file's buffers) may be the higher.
+    const size_t predicted = predicted_process(process_fixed(0), std::max(loading_peak, weights_bytes + generation));
+    std::fprintf(stderr, "remat sample: %s\n", command_process_line(predicted).c_str());
   });
 }
 

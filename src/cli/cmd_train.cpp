@@ -17,6 +17,8 @@
 #include "model/sample.h"
 #include "model/weights.h"
 #include "planner/budget.h"
+#include "core/process_memory.h"
+#include "data/dataset.h"
 #include "planner/zero.h"
 #include "train/run_data.h"
 #include "train/report.h"
@@ -52,7 +54,7 @@ void check_outputs(const TrainOptions& o, const std::string& report_json, const 
 struct TrainFlags {
   ModelFlags model;
   TrainOptions o;
-  std::string memory_limit, budget, plan, calibration;
+  std::string memory_limit, budget, step_budget, plan, calibration;
   std::string save_dtype = "fp32";
   bool no_progress = false;
   std::string report_json;
@@ -101,6 +103,7 @@ void add_train(CLI::App& root) {
                                                     "run drops the lines past its checkpoint, then appends");
   add_shared(*app, "--recompute", f.o.recompute);
   add_shared(*app, "--budget", f.budget, "train the fastest plan that fits; refused before training when nothing fits");
+  add_shared(*app, "--step-budget", f.step_budget, "train the fastest plan whose step fits; refused before training when nothing fits");
   add_shared(*app, "--calibration", f.calibration, "with --budget, plan by its time");
   add_shared(*app, "--plan", f.plan, "train it");
   add_shared_switch(*app, "--recompute-last", f.o.recompute_last);
@@ -196,10 +199,16 @@ void add_train(CLI::App& root) {
       throw Error("train", "--micro-batch must be positive, got " + std::to_string(f.o.micro_batch),
                   "e.g. --micro-batch 2, or omit it for one micro-batch of the whole --batch");
     if (given("--memory-limit")) f.o.memory_limit = parse_bytes(f.memory_limit, "--memory-limit");
-    if (given("--budget")) {
-      const size_t budget = parse_bytes(f.budget, "--budget");  // a bad budget is a flag error, whatever the model
+    if (given("--budget") && given("--step-budget"))
+      throw Error("train", "--budget and --step-budget cannot be combined",
+                  "--budget bounds the process, --step-budget the accounted step alone: give one");
+    const char* budget_flag = given("--step-budget") ? "--step-budget" : "--budget";
+    const bool has_budget = given("--budget") || given("--step-budget");
+    if (given("--step-budget")) f.budget = f.step_budget;
+    if (has_budget) {
+      const size_t budget = parse_bytes(f.budget, budget_flag);  // a bad budget is a flag error, whatever the model
       if (given("--memory-limit") && f.o.memory_limit < budget)
-        throw Error("train", "--memory-limit " + f.memory_limit + " is below --budget " + f.budget +
+        throw Error("train", "--memory-limit " + f.memory_limit + " is below " + budget_flag + " " + f.budget +
                                  ": a plan that uses its budget would be stopped by the limit",
                     "give --memory-limit at least the budget, or plan for a smaller --budget");
     }
@@ -209,8 +218,8 @@ void add_train(CLI::App& root) {
                   "add --save FILE, or drop --save-dtype");
     const dist::Comm& world = dist::Comm::world();
     if (world.size() > 1 && !given("--ranks")) f.o.ranks = world.size();
-    if (given("--budget") && f.o.ranks > 1 && world.size() != f.o.ranks)
-      throw Error("train", "--budget plans the step of one rank of mpirun -np " + std::to_string(f.o.ranks) +
+    if (has_budget && f.o.ranks > 1 && world.size() != f.o.ranks)
+      throw Error("train", std::string(budget_flag) + " plans the step of one rank of mpirun -np " + std::to_string(f.o.ranks) +
                                "; --ranks " + std::to_string(f.o.ranks) + " in one process runs every rank's micro-batches",
                   "run it as mpirun -np " + std::to_string(f.o.ranks) + " remat train --budget ..., or drop --ranks");
     if (world.rank() != 0) {  // rank 0 prints and writes; the others train beside it
@@ -246,6 +255,7 @@ void add_train(CLI::App& root) {
                                std::to_string(f.o.zero) + ", " + std::to_string(f.o.ranks) + " rank(s)): it would change nothing",
                   "run it as mpirun -np N remat train --zero 3 --gather ..., or drop --gather");
     Trainer t(f.o);
+    const ProcessFixed fixed = process_fixed(data::TokenDataset::live_mapped_bytes());
     for (const char* flag : {"--recompute-last", "--segment-replay"})
       if (given(flag) && t.strategy().name == "none")
         throw Error("train", std::string(flag) + " says how checkpointed segments are recomputed, and strategy none "
@@ -271,6 +281,9 @@ void add_train(CLI::App& root) {
     std::fflush(stdout);
     g_training.store(true);  // from here a signal stops the run at the next safe point, saving it
     TrainSummary s = t.run();
+    // The step's freed blocks are not needed again: give them back before the report's planning (its
+    // dry runs use the heap), so that it cannot raise the process's peak.
+    Allocator::global().release_cache();
     if (s.stopped) {
       std::string saved;
       if (s.saved) saved += "weights to " + f.o.save;
@@ -310,7 +323,8 @@ void add_train(CLI::App& root) {
       if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
       return;
     }
-    ReportInput ri = report_input(t, s);  // the run's schedule, policies and kernels per block included
+    ReportInput ri = report_input(t, s);
+  // the run's schedule, policies and kernels per block included
     if (given("--compare-none")) compare_against_none(ri, f.o);  // measured step times, into the report
     std::printf("%s", f.o.quiet ? (report_headline(ri) + "\n").c_str() : memory_report(ri).c_str());
     if (const auto g = t.last_gathers(); g && !f.o.quiet) {
@@ -329,18 +343,41 @@ void add_train(CLI::App& root) {
     }
     if (!f.o.quiet) std::printf("%s", per_rank.c_str());
     if (!f.o.save.empty()) std::printf("weights written to %s\n", f.o.save.c_str());
+    size_t step_predicted = s.measure.whole_step ? s.measure.whole_step->peak_total : s.measure.peak_total;
     {
       // One rank's step (its share of the batch); the budget planner plans one process, so with ranks
       // it is not suggested.
       const int64_t rank_batch = f.o.batch / f.o.ranks;
       const PlanTarget target{f.o.model, rank_batch, t.micro_batch(), t.seq(), data_bytes_for(f.o), false, std::nullopt};
-      std::printf("%s", plain_summary(ri, target, f.o.ranks == 1).c_str());
+      std::printf("%s", plain_summary(ri, target, fixed, f.o.ranks == 1).c_str());
+      // The end-of-run sample runs beside the model's state (its prompt is a token or two).
+      if (f.o.sample_tokens > 0 && s.measure.whole_step)
+        step_predicted = std::max(step_predicted, s.measure.whole_step->persistent +
+                                                      generation_bytes(t.model(), 2, f.o.sample_tokens));
+      // --compare-none ran two more trainers, one after the other, beside this one's state.
+      if (given("--compare-none") && s.measure.whole_step)
+        step_predicted = s.measure.whole_step->persistent + std::max(step_predicted, store_all_whole_step(target));
+    }
+    // The process at its highest (the step, validation, saves, the sample and
+    // the summary's planning), beside the prediction.
+    const size_t process_budget = given("--budget") ? parse_bytes(f.budget, "--budget") : 0;  // not --step-budget
+    const ProcessMemory pm = measure_process(s.measure.peak_total, predicted_process(fixed, step_predicted), process_budget);
+    std::printf("%s\n", process_line(pm).c_str());
+    if (world.size() > 1) {  // every rank's process, printed by rank 0
+      const double mine[2] = {double(pm.peak_rss), double(pm.predicted)};
+      const std::vector<double> all = world.allgather(std::span<const double>(mine, 2));
+      std::string ranks = "process peak of each rank:";
+      for (int r = 0; r < world.size(); ++r)
+        ranks += (r ? ", rank " : " rank ") + std::to_string(r) + " " + format_bytes(size_t(all[size_t(2 * r)])) +
+                 " (predicted " + format_bytes(size_t(all[size_t(2 * r + 1)])) + ")";
+      std::printf("%s\n", ranks.c_str());
     }
     if (!f.report_json.empty()) {  // last: with --report-json -, the JSON ends stdout
       nlohmann::json j = report_json(ri);
       j["val_loss_first"] = s.first_val;
       j["val_loss_last"] = s.last_val;
       j["tokens_per_s"] = s.tokens_per_s;
+      j["process"] = process_json(pm);
       std::fflush(stdout);
       write_file_atomic(f.report_json, j.dump(2) + "\n");
     }

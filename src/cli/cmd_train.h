@@ -29,6 +29,8 @@ void install_signal_handlers();
 // (cmd_train_options.cpp says which); refused in one line naming every flag that contradicts it.
 void merge_resume(CLI::App& app, const ModelFlags& mf, TrainOptions& o);
 // --budget SIZE / --plan FILE: the strategy and policies of `o` from a plan; nothing without either.
+// --budget is the process's: the step is planned within what the runtime, the mapped token files and
+// the allocator's rounding leave of it (core/process_memory.h).
 void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string& budget_text,
                           const std::string& plan_file, TrainOptions& o);
 

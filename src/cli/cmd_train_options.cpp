@@ -8,6 +8,7 @@
 
 #include "cli/cmd_train.h"
 #include "core/error.h"
+#include "core/process_memory.h"
 #include "dist/data_parallel.h"
 #include "dist/comm.h"
 #include "tokenizer/tokenizer.h"
@@ -221,16 +222,17 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
     const CLI::Option* op = app.get_option_no_throw(name);
     return op && op->count() > 0;
   };
-  const bool by_budget = given("--budget"), by_plan = given("--plan");
+  const bool step_only = given("--step-budget");  // the step alone, not the process (budget_text is its value)
+  const bool by_budget = given("--budget") || step_only, by_plan = given("--plan");
   if (given("--calibration") && !by_budget)
     throw Error("train", "--calibration is the time model --budget plans with", "add --budget SIZE, or drop --calibration");
   if (mf.attention_auto() && !by_budget)
     throw Error("train", "--attention auto lets the planner choose the kernel, and needs --budget",
                 "add --budget SIZE, or choose --attention naive or flash");
   if (!by_budget && !by_plan) return;
+  const char* source = step_only ? "--step-budget" : by_budget ? "--budget" : "--plan";
   if (by_budget && by_plan)
-    throw Error("train", "--budget and --plan cannot be combined", "--plan FILE trains a plan made under a budget already");
-  const char* source = by_budget ? "--budget" : "--plan";
+    throw Error("train", std::string(source) + " and --plan cannot be combined", "--plan FILE trains a plan made under a budget already");
   for (const char* flag : {"--recompute", "--policy", "--save-only", "--save-all-but", "--recompute-last", "--segment-replay"})
     if (given(flag))
       throw Error("train", std::string(source) + " chooses the strategy and policies; " + flag + " cannot be combined with it",
@@ -246,8 +248,18 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
   if (micro <= 0 || rank_batch % micro != 0) return;
   StepPlan plan;
   if (by_budget) {
-    const size_t budget = parse_bytes(budget_text, "--budget");
-    PlanTarget t{o.model, rank_batch, micro, o.seq, data_bytes_for(o), mf.attention_auto(), std::nullopt};
+    const size_t budget = parse_bytes(budget_text, source);
+    // --budget is the process's: the step gets what the runtime, the mapped token files and the
+    // allocator's rounding leave of it. --step-budget is the step's alone.
+    const DataFootprint data = data_footprint(o);
+    const ProcessFixed fixed = process_fixed(data.mapped);
+    const size_t step_budget = step_only ? budget : step_budget_within(budget, fixed);
+    if (step_budget == 0)
+      throw Error("train", "--budget " + format_bytes(budget) + " is below what the process needs before any step: " +
+                               fixed_description(fixed) + " = " + format_bytes(predicted_process(fixed, 0)),
+                  "give --budget more than " + format_bytes(predicted_process(fixed, 0)) + " (remat plan shows the step's share)");
+    PlanTarget t{o.model, rank_batch, micro, o.seq, data.accounted, mf.attention_auto(), std::nullopt};
+    if (!step_only) t.process = fixed;
     t.per_block_attention = t.allow_flash;  // --attention auto: the kernel per block
     // Under mpirun (cmd_train refuses emulated ranks): every rank plans the last rank's step, the largest.
     if (given("--calibration")) {
@@ -255,7 +267,7 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
       t.calibration = calibration_for(file, o.model, micro, o.seq);
     }
     // --gather fixes the policy; else under ZeRO-3 it is planned with the schedule.
-    const RankBudgetPlan rp = plan_rank_budget(t, budget, int(ranks), int(o.zero), rank_batch / micro,
+    const RankBudgetPlan rp = plan_rank_budget(t, step_budget, int(ranks), int(o.zero), rank_batch / micro,
                                                o.overlap_reduction,
                                                given("--gather") ? std::optional<bool>(o.hold_gathers) : std::nullopt);
     plan = rp.plan;
@@ -263,10 +275,14 @@ void apply_budget_or_plan(CLI::App& app, const ModelFlags& mf, const std::string
     if (o.zero == 3 && ranks > 1) o.hold_gathers = hold;
     char time[96] = "";
     if (plan.seconds) std::snprintf(time, sizeof time, ", step time %.1f ms (calibrated)", *plan.seconds * 1e3);
-    std::printf("plan for --budget %s (whole step): %s, attention %s%s; predicted whole step %s (activations alone %s)%s\n",
-                format_bytes(budget).c_str(), plan.summary.c_str(), attention_label(plan).c_str(),
+    const std::string share =
+        step_only ? "whole step" : "the process: " + fixed_description(fixed) + "; the step gets " + format_bytes(step_budget);
+    std::printf("plan for %s %s (%s): %s, attention %s%s; predicted whole step %s (activations alone %s), process %s%s\n",
+                source, format_bytes(budget).c_str(), share.c_str(),
+                plan.summary.c_str(), attention_label(plan).c_str(),
                 o.zero == 3 && ranks > 1 ? (", " + gather_flag(hold)).c_str() : "",
-                format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str(), time);
+                format_bytes(plan.step.peak_total).c_str(), format_bytes(plan.activation_peak).c_str(),
+                format_bytes(predicted_process(fixed, plan.step.peak_total)).c_str(), time);
   } else {
     plan = read_plan_file(plan_file);
     check_plan_target(plan, o.model, mf.given("--attention"), rank_batch, micro, o.seq, omp_get_max_threads(), plan_file);

@@ -118,8 +118,13 @@ inline constexpr std::array kSharedFlags = {
                "it was made for",
                ""},
     SharedFlag{"--budget", "SIZE",
-               "Byte budget of the whole training step (parameters, gradients, AdamW state, data, activations, their "
-               "gradients, transients, workspace), e.g. 2GiB; " REMAT_BYTE_UNITS,
+               "Byte budget of the process: its peak resident memory, the whole training step (parameters, gradients, "
+               "AdamW state, data, activations, their gradients, transients, workspace) with the runtime beside it "
+               "(binary, libraries, OpenMP, oneDNN, token files), e.g. 2GiB; " REMAT_BYTE_UNITS,
+               ""},
+    SharedFlag{"--step-budget", "SIZE",
+               "Byte budget of the whole training step alone, as the accounting allocator counts it (the same on "
+               "every machine; --budget adds the runtime), e.g. 1.5GiB; " REMAT_BYTE_UNITS,
                ""},
     SharedFlag{"--calibration", "FILE",
                "A calibration of this machine (remat calibrate --out FILE), made for this model, micro-batch, seq and "

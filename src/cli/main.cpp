@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/process_memory.h"
 #include "cli/cmd_calibrate.h"
 #include "cli/cmd_sample.h"
 #include "cli/cmd_tokenize.h"
@@ -280,9 +281,11 @@ int run(int argc, char** argv);
 // Under mpirun each rank runs the command; a rank that fails ends every rank, after its message, so
 // that no rank waits forever in a collective.
 int main(int argc, char** argv) {
+  remat::fix_malloc_thresholds();  // before any library mallocs (core/process_memory.h)
   default_openmp_wait_policy(argv);  // may re-execute this process: before MPI is initialised
   remat::dist::Comm::init(&argc, &argv);
   remat::dist::Comm& world = remat::dist::Comm::world();
+  remat::note_process_start();
   if (world.rank() != 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 prints; errors stay on stderr
     std::fprintf(stderr, "remat: rank %d: cannot silence stdout\n", world.rank());
   const int status = run(argc, argv);

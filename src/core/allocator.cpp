@@ -1,10 +1,12 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
 
 #include <malloc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -23,6 +25,7 @@ const char* category_name(Category c) {
     case Category::ActivationGrad: return "activation_grad";
     case Category::Workspace: return "workspace";
     case Category::Data: return "data";
+    case Category::KVCache: return "kv_cache";
     case Category::Debug: return "debug";
     case Category::kCount: break;
   }
@@ -104,29 +107,75 @@ void Allocator::account(size_t bytes, Category cat, const std::string& name, DTy
   }
 }
 
+size_t Allocator::block_size(size_t bytes) {
+  const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+  if (rounded < kMapThreshold) return rounded;
+  static const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  return (rounded + page - 1) / page * page;
+}
+
+// Under AddressSanitizer every block comes from malloc, so that ASan's redzones guard the large ones too.
+#if defined(__SANITIZE_ADDRESS__)
+static constexpr bool kMapLarge = false;
+#else
+static constexpr bool kMapLarge = true;
+#endif
+// Whether a block of this size comes from malloc (else it is mapped).
+static bool from_malloc(size_t size) { return !kMapLarge || size < Allocator::kMapThreshold; }
+
+void* Allocator::system_alloc(size_t size) {
+  if (from_malloc(size)) return std::aligned_alloc(64, size);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void Allocator::system_free(void* p, size_t size) {
+  if (from_malloc(size)) std::free(p);
+  else munmap(p, size);
+}
+
+void Allocator::make_room_locked(size_t room) {
+  size_t bound = std::max(live_high_, handed_out_ + room);
+  if (limit_ != 0) bound = std::min(bound, std::max(limit_, handed_out_ + room));
+  while (cached_ > 0 && handed_out_ + cached_ + room > bound) {
+    auto it = std::prev(cache_.end());  // the largest blocks first: the fewest system calls
+    void* b = it->second.back();
+    it->second.pop_back();
+    system_free(b, it->first);
+    cached_ -= it->first;
+    if (from_malloc(it->first)) from_malloc_ -= it->first;
+    if (it->second.empty()) cache_.erase(it);
+  }
+}
+
 void* Allocator::allocate(size_t bytes, Category cat, const std::string& name, DType dt) {
   account(bytes, cat, name, dt);
-  const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+  const size_t size = block_size(bytes);
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = cache_.find(rounded);
-    if (it != cache_.end() && !it->second.empty()) {
+    auto it = cache_.find(size);
+    if (it != cache_.end()) {
       void* p = it->second.back();
       it->second.pop_back();
-      cached_ -= rounded;
-      handed_out_ += rounded;
+      if (it->second.empty()) cache_.erase(it);
+      cached_ -= size;
+      handed_out_ += size;
       return p;
     }
+    make_room_locked(size);
   }
-  void* p = std::aligned_alloc(64, rounded);
+  void* p = system_alloc(size);
   if (!p) {
-    release(nullptr, bytes, cat, name, dt);
+    unaccount(bytes, cat, name, dt);
     throw Error("memory", "the system refused " + format_bytes(bytes) + " for '" + name + "'",
                 "use a smaller model, --micro-batch or a checkpoint strategy");
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    handed_out_ += rounded;
+    handed_out_ += size;
+    if (from_malloc(size)) from_malloc_ += size;
+    live_high_ = std::max(live_high_, handed_out_);
+    system_peak_ = std::max(system_peak_, handed_out_ + cached_);
   }
   return p;
 }
@@ -134,14 +183,15 @@ void* Allocator::allocate(size_t bytes, Category cat, const std::string& name, D
 void Allocator::release(void* p, size_t bytes, Category cat, const std::string& name, DType dt) {
   if (p) {
     std::lock_guard<std::mutex> lk(mu_);
-    const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
-    handed_out_ -= rounded;
+    const size_t size = block_size(bytes);
+    handed_out_ -= size;
     // Under a hard limit the cache keeps live + cached within it, so the limit bounds the process.
-    if (cached_ + rounded <= cache_limit_ && (limit_ == 0 || total_ + cached_ + rounded <= limit_ + bytes)) {
-      cache_[rounded].push_back(p);
-      cached_ += rounded;
+    if (cached_ + size <= cache_limit_ && (limit_ == 0 || total_ + cached_ + size <= limit_ + bytes)) {
+      cache_[size].push_back(p);
+      cached_ += size;
     } else {
-      std::free(p);
+      system_free(p, size);
+      if (from_malloc(size)) from_malloc_ -= size;
     }
   }
   unaccount(bytes, cat, name, dt);
@@ -209,11 +259,14 @@ uint64_t Allocator::allocations() const { std::lock_guard<std::mutex> lk(mu_); r
 uint64_t Allocator::allocated_bytes() const { std::lock_guard<std::mutex> lk(mu_); return allocated_bytes_; }
 size_t Allocator::cached() const { std::lock_guard<std::mutex> lk(mu_); return cached_; }
 size_t Allocator::system_bytes() const { std::lock_guard<std::mutex> lk(mu_); return handed_out_ + cached_; }
+size_t Allocator::malloc_bytes() const { std::lock_guard<std::mutex> lk(mu_); return from_malloc_; }
+size_t Allocator::live_high_water() const { std::lock_guard<std::mutex> lk(mu_); return live_high_; }
+size_t Allocator::system_peak() const { std::lock_guard<std::mutex> lk(mu_); return system_peak_; }
 
 size_t untracked_heap_bytes() {
   const struct mallinfo2 mi = mallinfo2();
   const size_t heap = mi.uordblks + mi.hblkhd;
-  const size_t ours = Allocator::global().system_bytes();
+  const size_t ours = Allocator::global().malloc_bytes();
   return heap > ours ? heap - ours : 0;
 }
 
@@ -227,9 +280,27 @@ size_t resident_bytes() {
   return n == 2 && page > 0 ? size_t(resident) * size_t(page) : 0;
 }
 
+size_t peak_resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  bool found = false;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %llu kB", &kib) == 1) {
+      found = true;
+      break;
+    }
+  std::fclose(f);
+  return found ? size_t(kib) * 1024 : 0;
+}
+
 void Allocator::drop_cache_locked() {
   for (auto& [size, blocks] : cache_)
-    for (void* b : blocks) std::free(b);
+    for (void* b : blocks) {
+      system_free(b, size);
+      if (from_malloc(size)) from_malloc_ -= size;
+    }
   cache_.clear();
   cached_ = 0;
 }

@@ -31,6 +31,7 @@ enum class Category : uint8_t {
   ActivationGrad,   // gradients w.r.t. activations: transient
   Workspace,        // kernel scratch
   Data,             // token buffers
+  KVCache,          // keys and values kept for generation (model/sample.h)
   Debug,            // copies made by --determinism-check
   kCount
 };
@@ -98,7 +99,20 @@ class Allocator {
   // Freed blocks are kept, by exact size, for reuse: a training step allocates the same sizes
   // every time, and fresh pages cost a fault each (the OS zeroes them). Cached bytes are not live
   // and count in no category; they are reported apart, as PyTorch's "reserved" memory.
+  //
+  // The cache never makes the process larger than the step itself: the system bytes this allocator
+  // holds (live blocks + cache) never exceed the high-water mark of its live blocks
+  // (live_high_water()). A request the cache cannot serve first gives cached blocks of other sizes
+  // back to the system until the new block fits under that mark, so memory freed by one phase (a
+  // forward over a longer context, a validation pass) is never held beside another's. Blocks of
+  // kMapThreshold bytes and more are mapped from the system directly (mmap) and unmapped when given
+  // back, so they leave the resident set at once; smaller ones come from malloc.
+  static constexpr size_t kMapThreshold = size_t(64) << 10;
   size_t cached() const;
+  // The largest the live blocks (rounded as allocated) have been: the cache's bound.
+  size_t live_high_water() const;
+  // The system bytes held at their highest (live blocks + cache): <= live_high_water().
+  size_t system_peak() const;
   // Returns every cached block to the system.
   void release_cache();
   // Caps the cache (default 2 GiB; with a limit set, live + cached stays within the limit); blocks
@@ -107,6 +121,8 @@ class Allocator {
   // Bytes of the system's memory this allocator holds: its live blocks, each rounded up to 64 as
   // allocated, and its cache. (Accounted bytes are the sizes asked for, not rounded.)
   size_t system_bytes() const;
+  // Of those, the blocks malloc holds (below kMapThreshold): what glibc's own figures include.
+  size_t malloc_bytes() const;
 
  private:
   void bump_peaks_locked();
@@ -120,9 +136,19 @@ class Allocator {
   // Hashed, not ordered: every allocation looks its name up (a dry run of a 1000-block chain makes
   // millions); by_name() sorts a copy.
   std::unordered_map<std::string, NameStats> names_;
-  std::map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  // A block's size as held from the system: 64-byte multiples from malloc, pages when mapped.
+  static size_t block_size(size_t bytes);
+  static void* system_alloc(size_t size);
+  static void system_free(void* p, size_t size);
+  // Gives cached blocks back, largest first, until `room` more bytes fit under the high-water mark
+  // (and the limit, when set).
+  void make_room_locked(size_t room);
+  std::map<size_t, std::vector<void*>> cache_;  // block size -> free blocks
   size_t cached_ = 0, cache_limit_ = size_t(2) << 30;
-  size_t handed_out_ = 0;  // rounded bytes of the live blocks
+  size_t handed_out_ = 0;  // block bytes of the live blocks
+  size_t live_high_ = 0;   // the high-water mark of handed_out_
+  size_t system_peak_ = 0; // the high-water mark of handed_out_ + cached_
+  size_t from_malloc_ = 0; // live + cached bytes of the blocks malloc holds (below kMapThreshold)
   uint64_t allocations_ = 0, allocated_bytes_ = 0;
   bool track_names_ = true;
 };
@@ -172,13 +198,15 @@ class AccountedArray {
 };
 
 // Heap bytes in use in this process that the accounting allocator does not hold: glibc's heap in use
-// (mallinfo2: uordblks + hblkhd, the latter its mmapped chunks) minus Allocator::global()'s
-// system_bytes(). That is oneDNN's primitive cache and scratchpad, the C++ and OpenMP runtimes, and
+// (mallinfo2: uordblks + hblkhd, the latter its mmapped chunks) minus the blocks Allocator::global()
+// took from malloc (those it maps itself are not in glibc's figures). That is oneDNN's primitive cache and scratchpad, the C++ and OpenMP runtimes, and
 // any std::vector the engine keeps (ideally none). Heap only: thread stacks, the binary and
 // memory-mapped token files are not in it (they show in resident_bytes()).
 size_t untracked_heap_bytes();
 // The process's resident set size (/proc/self/statm), or 0 where it cannot be read.
 size_t resident_bytes();
+// The process's peak resident set size (VmHWM in /proc/self/status), or 0 where it cannot be read.
+size_t peak_resident_bytes();
 
 // Formats a byte count as "12.3 MiB".
 std::string format_bytes(size_t bytes);

@@ -1,5 +1,6 @@
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -75,16 +76,37 @@ Tensor GPT::embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const S
 }
 
 Tensor GPT::block(int i, const Tensor& x, const StepRng& rng, autograd::AttentionKind attention) const {
+  const float pd = rng.train ? cfg_.dropout : 0.0f;
+  const uint64_t site = 1 + 3 * uint64_t(i);
+  return run_block(i, x, pd, site, rng, [&](const Tensor& qkv) {
+    return autograd::attention(qkv, cfg_.NH, cfg_.NH, pd, rng.site(site), attention, layer_prefix(i) + "attn");
+  });
+}
+
+Tensor GPT::block_cached(int i, const Tensor& x, const autograd::KVLayer& kv, int64_t pos) const {
+  return run_block(i, x, 0.0f, 1 + 3 * uint64_t(i), StepRng{0, false}, [&](const Tensor& qkv) {
+    return autograd::attention_cached(qkv, cfg_.NH, cfg_.NH, kv, pos, layer_prefix(i) + "attn");
+  });
+}
+
+Tensor GPT::embed_at(std::span<const int32_t> tokens, int64_t pos) const {
+  const int64_t n = int64_t(tokens.size()), C = cfg_.C;
+  REMAT_ASSERT(n > 0 && pos >= 0 && pos + n <= cfg_.T, "embed_at: positions past the block size");
+  // wpe's rows pos .. pos+n-1 as a table of n positions.
+  Tensor rows = Tensor::empty({n, C}, Category::Workspace, "wpe.rows");
+  if (!rows.shape_only()) std::copy_n(weight(wpe_).data() + pos * C, n * C, rows.data());
+  return autograd::embedding(tokens, weight(wte_), rows, 1, n, "emb", cfg_.residual_dtype());
+}
+
+template <class Attend>
+Tensor GPT::run_block(int i, const Tensor& x, float pd, uint64_t site, const StepRng& rng, Attend&& attend) const {
   namespace ag = autograd;
   const BlockParams& w = blocks_.at(i);
   const std::string p = layer_prefix(i);
-  const float pd = rng.train ? cfg_.dropout : 0.0f;
-  const uint64_t site = 1 + 3 * uint64_t(i);
-  const int64_t NH = cfg_.NH;
   const DType dt = cfg_.precision;  // the block's internals; x and the residual stream: residual_dtype()
   Tensor h = ag::layernorm(x, weight(w.ln1w), weight(w.ln1b), p + "ln_1", dt);               // (B, T, C)
   Tensor qkv = ag::linear(h, mm_weight(w.attnw), weight(w.attnb), p + "attn.c_attn");        // (B, T, 3C)
-  Tensor a = ag::attention(qkv, NH, NH, pd, rng.site(site), attention, p + "attn");          // (B, T, C)
+  Tensor a = attend(qkv);                                                                    // (B, T, C)
   Tensor o = ag::linear(a, mm_weight(w.projw), weight(w.projb), p + "attn.c_proj");          // (B, T, C)
   o = ag::dropout(o, pd, rng.site(site + 1), p + "attn.drop");
   Tensor r = ag::add(x, o, p + "res_1");                                                     // (B, T, C)

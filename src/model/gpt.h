@@ -19,6 +19,8 @@ class GPT : public Model {
   using Model::block;
   // ln_f, tied LM head: logits (B, T, V).
   Tensor logits(const Tensor& xL) const override;
+  Tensor embed_at(std::span<const int32_t> tokens, int64_t pos) const override;
+  Tensor block_cached(int i, const Tensor& x, const autograd::KVLayer& kv, int64_t pos) const override;
   std::string layer_stem() const override { return "h."; }
   // selective: drop attn.probs, the B*NH*T^2 term (Megatron-LM); backward redoes QK^T + softmax
   // gelu:      drop mlp.gelu, rebuilt from its input (llm.c's recompute=1)
@@ -29,6 +31,9 @@ class GPT : public Model {
   struct BlockParams {
     size_t ln1w, ln1b, attnw, attnb, projw, projb, ln2w, ln2b, fcw, fcb, mprojw, mprojb;
   };
+  // Block i with its attention made by `attend` from the packed qkv (training's kernels, or the cache's).
+  template <class Attend>
+  Tensor run_block(int i, const Tensor& x, float pd, uint64_t site, const StepRng& rng, Attend&& attend) const;
   std::vector<BlockParams> blocks_;
   size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
 };

@@ -59,11 +59,31 @@ Tensor Llama::embed(std::span<const int32_t> tokens, int64_t B, int64_t T, const
 }
 
 Tensor Llama::block(int i, const Tensor& x, const StepRng& rng, autograd::AttentionKind attention) const {
+  const float pd = rng.train ? cfg_.dropout : 0.0f;
+  const uint64_t site = 1 + 3 * uint64_t(i);
+  return run_block(i, x, pd, site, rng, 0, [&](const Tensor& qkv) {
+    return autograd::attention(qkv, cfg_.NH, cfg_.kv_heads(), pd, rng.site(site), attention, layer_prefix(i) + "self_attn");
+  });
+}
+
+Tensor Llama::block_cached(int i, const Tensor& x, const autograd::KVLayer& kv, int64_t pos) const {
+  return run_block(i, x, 0.0f, 1 + 3 * uint64_t(i), StepRng{0, false}, pos, [&](const Tensor& qkv) {
+    return autograd::attention_cached(qkv, cfg_.NH, cfg_.kv_heads(), kv, pos, layer_prefix(i) + "self_attn");
+  });
+}
+
+Tensor Llama::embed_at(std::span<const int32_t> tokens, int64_t pos) const {
+  const int64_t n = int64_t(tokens.size());
+  REMAT_ASSERT(n > 0 && pos >= 0 && pos + n <= cfg_.T, "embed_at: positions past the model's");
+  return autograd::embedding(tokens, weight(embed_), Tensor(), 1, n, "model.embed_tokens", cfg_.residual_dtype());
+}
+
+template <class Attend>
+Tensor Llama::run_block(int i, const Tensor& x, float pd, uint64_t site, const StepRng& rng, int64_t pos0,
+                        Attend&& attend) const {
   namespace ag = autograd;
   const BlockParams& w = blocks_.at(i);
   const std::string p = layer_prefix(i);
-  const float pd = rng.train ? cfg_.dropout : 0.0f;
-  const uint64_t site = 1 + 3 * uint64_t(i);
   const int64_t NH = cfg_.NH, KVH = cfg_.kv_heads();
   const DType dt = cfg_.precision;  // the block's internals; x and the residual stream: residual_dtype()
   Tensor h = ag::rmsnorm(x, weight(w.ln1), cfg_.norm_eps, p + "input_layernorm", dt);      // (B, T, C)
@@ -71,9 +91,9 @@ Tensor Llama::block(int i, const Tensor& x, const StepRng& rng, autograd::Attent
   Tensor k = ag::linear_nt(h, mm_weight(w.k), p + "self_attn.k_proj");                      // (B, T, KVH*HS)
   Tensor v = ag::linear_nt(h, mm_weight(w.v), p + "self_attn.v_proj");                      // (B, T, KVH*HS)
   h = Tensor();
-  Tensor qkv = ag::rope_qkv(q, k, v, NH, KVH, cfg_.rope_theta, p + "self_attn.qkv");       // (B, T, (NH+2KVH)*HS)
+  Tensor qkv = ag::rope_qkv(q, k, v, NH, KVH, cfg_.rope_theta, p + "self_attn.qkv", pos0);  // (B, T, (NH+2KVH)*HS)
   q = k = v = Tensor();
-  Tensor a = ag::attention(qkv, NH, KVH, pd, rng.site(site), attention, p + "self_attn");       // (B, T, NH*HS)
+  Tensor a = attend(qkv);                                                                   // (B, T, NH*HS)
   qkv = Tensor();
   Tensor o = ag::linear_nt(a, mm_weight(w.o), p + "self_attn.o_proj");                      // (B, T, C)
   a = Tensor();

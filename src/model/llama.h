@@ -21,6 +21,8 @@ class Llama : public Model {
   Tensor block(int i, const Tensor& x, const StepRng& rng, autograd::AttentionKind attention) const override;
   using Model::block;
   Tensor logits(const Tensor& xL) const override;
+  Tensor embed_at(std::span<const int32_t> tokens, int64_t pos) const override;
+  Tensor block_cached(int i, const Tensor& x, const autograd::KVLayer& kv, int64_t pos) const override;
   std::string layer_stem() const override { return "model.layers."; }
   // selective: drop self_attn.probs; swiglu: drop mlp.act (silu(gate) * up);
   // norms: drop the input_layernorm / post_attention_layernorm outputs.
@@ -30,6 +32,11 @@ class Llama : public Model {
   struct BlockParams {
     size_t ln1, q, k, v, o, ln2, gate, up, down;
   };
+  // Block i, its tokens at positions pos0 .., with its attention made by `attend` from the packed,
+  // rotated qkv (training's kernels, or the cache's).
+  template <class Attend>
+  Tensor run_block(int i, const Tensor& x, float pd, uint64_t site, const StepRng& rng, int64_t pos0,
+                   Attend&& attend) const;
   std::vector<BlockParams> blocks_;
   size_t embed_ = 0, norm_ = 0, head_ = 0;
 };

@@ -186,6 +186,18 @@ std::optional<std::pair<int, std::string>> Model::split_name(const std::string& 
   return split_layer_name(layer_stem(), name);
 }
 
+KVCache Model::make_kv_cache(int64_t capacity) const {
+  REMAT_ASSERT(capacity > 0 && capacity <= cfg_.T, "a key/value cache holds 1 to block-size positions");
+  KVCache c;
+  const int64_t width = cfg_.kv_heads() * cfg_.head_size();
+  for (int i = 0; i < num_layers(); ++i) {
+    const std::string p = layer_prefix(i) + "kv_cache.";
+    c.layers.push_back({Tensor::empty({capacity, width}, Category::KVCache, p + "k"),
+                        Tensor::empty({capacity, width}, Category::KVCache, p + "v")});
+  }
+  return c;
+}
+
 std::vector<std::string> Model::policy_names() const {
   std::vector<std::string> n{"none"};
   for (const PolicyPreset& p : policy_presets()) n.push_back(p.name);

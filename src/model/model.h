@@ -93,6 +93,14 @@ struct Param {
   Tensor lowp;
 };
 
+// Generation with a key/value cache (model/sample.h): every block's keys and values of the positions
+// so far (Category::KVCache, fp32).
+struct KVCache {
+  std::vector<autograd::KVLayer> layers;
+  int64_t len = 0;  // positions held
+  int64_t capacity() const { return layers.empty() ? 0 : layers.front().k.dim(0); }
+};
+
 // Dropout streams of one micro-step: every site draws at (seed, site << 40 | element).
 struct StepRng {
   uint64_t seed = 0;
@@ -136,6 +144,13 @@ class Model {
   Tensor block(int i, const Tensor& x, const StepRng& rng) const { return block(i, x, rng, cfg_.attention); }
   // Final norm and LM head: logits (B, T, V).
   virtual Tensor logits(const Tensor& xL) const = 0;
+
+  // Generation with a key/value cache, dropout off, no tape. A cache for `capacity` positions (at most
+  // the block size); the embedding of n tokens at positions pos .. pos+n-1: (1, n, C); and block i on
+  // them, attending over the cache's positions 0 .. pos+n-1 after adding theirs to it.
+  KVCache make_kv_cache(int64_t capacity) const;
+  virtual Tensor embed_at(std::span<const int32_t> tokens, int64_t pos) const = 0;
+  virtual Tensor block_cached(int i, const Tensor& x, const autograd::KVLayer& kv, int64_t pos) const = 0;
   // Mean cross-entropy of the logits against targets, divided by `count` positions.
   Tensor loss(const Tensor& logits, std::span<const int32_t> targets, double count) const;
 

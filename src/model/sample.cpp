@@ -25,6 +25,42 @@ void check_sample_options(const SampleOptions& o, int64_t V) {
     throw Error("sample", "--tokens must be >= 0, got " + std::to_string(o.tokens), "e.g. --tokens 200");
 }
 
+namespace {
+// Row `r` of a (1, n, V) logits tensor, widened exactly from bf16 (--precision bf16).
+std::vector<float> logits_row(const Tensor& logits, int64_t r) {
+  const int64_t V = logits.dim(-1);
+  std::vector<float> out(static_cast<size_t>(V));
+  if (logits.is_bf16())
+    for (int64_t j = 0; j < V; ++j) out[size_t(j)] = bf16_to_float(logits.data_bf16()[r * V + j]);
+  else
+    std::copy_n(logits.data() + r * V, V, out.begin());
+  return out;
+}
+
+// The last position of x (1, n, C) as (1, 1, C): the head runs on it alone.
+Tensor last_position(const Tensor& x) {
+  const int64_t n = x.dim(1), C = x.dim(2);
+  Tensor last = Tensor::empty({1, 1, C}, Category::Activation, "last_position", x.dtype());
+  if (last.shape_only()) return last;
+  if (x.is_bf16()) std::copy_n(x.data_bf16() + (n - 1) * C, C, last.data_bf16());
+  else std::copy_n(x.data() + (n - 1) * C, C, last.data());
+  return last;
+}
+}  // namespace
+
+std::vector<float> cached_logits(const Model& model, KVCache& kv, std::span<const int32_t> tokens) {
+  REMAT_ASSERT(!tokens.empty() && kv.len + int64_t(tokens.size()) <= kv.capacity(), "cached_logits: no room in the cache");
+  autograd::Recorder r;  // no tape: nothing saved
+  autograd::RecordScope scope(r);
+  const int64_t pos = kv.len;
+  Tensor x = model.embed_at(tokens, pos);
+  for (int i = 0; i < model.num_layers(); ++i) x = model.block_cached(i, x, kv.layers[size_t(i)], pos);
+  kv.len += int64_t(tokens.size());
+  const Tensor logits = model.logits(last_position(x));
+  if (logits.shape_only()) return {};
+  return logits_row(logits, 0);
+}
+
 std::vector<float> next_logits(const Model& model, std::span<const int32_t> context) {
   const ModelConfig& cfg = model.config();
   REMAT_ASSERT(!context.empty(), "next_logits needs a non-empty context");
@@ -35,16 +71,34 @@ std::vector<float> next_logits(const Model& model, std::span<const int32_t> cont
   const StepRng off{0, false};
   Tensor x = model.embed(window, 1, len, off);
   for (int i = 0; i < model.num_layers(); ++i) x = model.block(i, x, off);
-  const Tensor logits = model.logits(x);
-  std::vector<float> out(size_t(cfg.V));
-  if (logits.is_bf16()) {  // --precision bf16: widened exactly
-    const bf16* row = logits.data_bf16() + (len - 1) * cfg.V;
-    for (int64_t j = 0; j < cfg.V; ++j) out[size_t(j)] = bf16_to_float(row[j]);
-  } else {
-    const float* row = logits.data() + (len - 1) * cfg.V;
-    std::copy(row, row + cfg.V, out.begin());
+  const Tensor logits = model.logits(last_position(x));  // the head on the last position alone
+  if (logits.shape_only()) return {};
+  return logits_row(logits, 0);
+}
+
+size_t generation_bytes(const Model& model, int64_t prompt_len, int64_t tokens) {
+  if (tokens <= 0 || prompt_len <= 0) return 0;
+  const int64_t T = model.config().T;
+  Allocator acct(/*track_names=*/false);
+  {
+    ShapeOnlyScope shapes;
+    DryRunAccount counted(acct);
+    std::vector<int32_t> ctx(size_t(std::min(prompt_len + tokens - 1, T + 1)), 0);
+    // generate()'s two regimes at their largest: the cache filled by the prompt, then its last
+    // position; and, once the window slides, the window's whole forward.
+    if (prompt_len < T) {
+      const int64_t capacity = std::min(T, prompt_len + tokens - 1), first = std::min(prompt_len, capacity);
+      KVCache kv = model.make_kv_cache(capacity);
+      const std::span<const int32_t> all(ctx.data(), size_t(capacity));
+      cached_logits(model, kv, all.first(size_t(first)));
+      if (capacity > first) {
+        kv.len = capacity - 1;
+        cached_logits(model, kv, all.subspan(size_t(capacity - 1)));
+      }
+    }
+    if (prompt_len + tokens - 1 > T || prompt_len >= T) next_logits(model, std::span<const int32_t>(ctx).first(size_t(T)));
   }
-  return out;
+  return acct.peak_total();
 }
 
 int32_t pick_token(std::span<const float> logits, double temperature, int64_t top_k, std::mt19937_64& gen) {
@@ -92,11 +146,23 @@ std::vector<int32_t> generate(const Model& model, std::span<const int32_t> promp
   std::vector<int32_t> ctx(prompt.begin(), prompt.end());
   ctx.reserve(prompt.size() + size_t(o.tokens));
   std::mt19937_64 gen(o.seed);
+  if (o.tokens == 0) return {};
+  // Each token sees the last block-size tokens of the context. While the context fits, the cache
+  // holds all of it and each new token runs alone. Once the window slides, every position changes
+  // (GPT-2's learned positions, and what each later key saw): each token is then the window's whole
+  // forward, as without a cache, and the cache is given back.
+  const int64_t T = model.config().T;
+  KVCache kv;
+  if (int64_t(prompt.size()) < T)
+    kv = model.make_kv_cache(std::min<int64_t>(T, int64_t(prompt.size()) + o.tokens - 1));
   for (int64_t n = 0; n < o.tokens; ++n) {
     signal_point("sample");
     threads::adapt();
     if (o.stop && o.stop->load() != 0) break;
-    const std::vector<float> row = next_logits(model, ctx);
+    if (int64_t(ctx.size()) > kv.capacity()) kv = KVCache();
+    const std::vector<float> row =
+        kv.layers.empty() ? next_logits(model, ctx)
+                          : cached_logits(model, kv, std::span<const int32_t>(ctx).subspan(size_t(kv.len)));
     const size_t drawable = o.vocab > 0 && o.vocab < V ? size_t(o.vocab) : row.size();
     const int32_t tok = pick_token(std::span<const float>(row).first(drawable), o.temperature,
                                    std::min<int64_t>(o.top_k, int64_t(drawable)), gen);

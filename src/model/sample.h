@@ -40,8 +40,21 @@ std::vector<float> next_logits(const Model& model, std::span<const int32_t> cont
 // drawn with one uniform double from `gen`. Throws remat::Error("sample") for a NaN or infinite logit.
 int32_t pick_token(std::span<const float> logits, double temperature, int64_t top_k, std::mt19937_64& gen);
 
+// The V logits of the token after `tokens`, fed at the cache's end (positions kv.len ..; the cache
+// then holds them too): the blocks attend over the cache (kernels/attention_decode.h), and the head
+// runs on the last position alone. No tape, dropout off.
+std::vector<float> cached_logits(const Model& model, KVCache& kv, std::span<const int32_t> tokens);
+
+// The bytes generate() allocates at its highest beside the model's weights, for a prompt of
+// `prompt_len` tokens continued by `tokens`: the key/value cache and the largest forward, by a dry run
+// of the same code (no memory, no kernels).
+size_t generation_bytes(const Model& model, int64_t prompt_len, int64_t tokens);
+
 // The prompt (non-empty, ids in [0, V)) continued by o.tokens tokens; returns only the new tokens.
-// Each step sees the last block-size tokens of prompt + generated so far. `on_token` (if set) is
+// Each step sees the last block-size tokens of prompt + generated so far, through a key/value cache
+// (cached_logits): one token's forward per new token while the context fits the block size, the
+// window's forward once it slides (each position then changes). The same tokens as next_logits'
+// forward over the whole window gives, up to the rounding of the attention's sums. `on_token` (if set) is
 // called with each new token as it is drawn (to stream it). Throws remat::Error("sample") for an
 // empty prompt, an id out of range, and options check_sample_options refuses.
 std::vector<int32_t> generate(const Model& model, std::span<const int32_t> prompt, const SampleOptions& o,

@@ -349,12 +349,24 @@ void throw_below_least(const PlanTarget& t, size_t budget, const StepPlan& l) {
   // Two sizes that round to the same figure are also given in bytes, so that they read apart.
   const bool close = format_bytes(budget) == format_bytes(l.step.peak_total);
   auto size = [&](size_t b) { return format_bytes(b) + (close ? " (" + std::to_string(b) + " bytes)" : ""); };
+  if (t.process) {  // the budget is the process's, and `budget` its step's share
+    const size_t need = predicted_process(*t.process, l.step.peak_total);
+    throw Error("budget",
+                "--budget " + format_bytes(predicted_process(*t.process, budget)) + " for the process leaves the step " +
+                    format_bytes(budget) + ", below the least whole-step peak of any plan, " + format_bytes(l.step.peak_total) +
+                    " (" + l.summary + ", attention " + attention_label(l) + "; activations " + format_bytes(l.activation_peak) +
+                    ", parameters, gradients, optimizer state and data " + format_bytes(l.step.persistent) + "), for " +
+                    describe_target(t) + "; beside the step the process holds " + fixed_description(*t.process),
+                "raise --budget to at least " + format_bytes(need) + " (" + std::to_string(need) + " bytes)" +
+                    ", or use a smaller --micro-batch or --seq" +
+                    (t.allow_flash || t.cfg.attention == autograd::AttentionKind::Flash ? "" : ", or --attention auto"));
+  }
   throw Error("budget",
-              "--budget " + size(budget) + " is below the least whole-step peak of any plan, " +
+              "--step-budget " + size(budget) + " is below the least whole-step peak of any plan, " +
                   size(l.step.peak_total) + " (" + l.summary + ", attention " + attention_label(l) + "; activations " + format_bytes(l.activation_peak) +
                   ", parameters, gradients, optimizer state and data " + format_bytes(l.step.persistent) + "), for " +
                   describe_target(t),
-              "raise --budget to at least " + size(l.step.peak_total) +
+              "raise --step-budget to at least " + size(l.step.peak_total) +
                   ", or use a smaller --micro-batch or --seq" +
                   (t.allow_flash || t.cfg.attention == autograd::AttentionKind::Flash ? "" : ", or --attention auto"));
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/process_memory.h"
 #include "checkpoint/policy.h"
 #include "checkpoint/schedule.h"
 #include "model/model.h"
@@ -40,6 +41,9 @@ struct PlanTarget {
   // Under data parallelism, the step of one rank: `batch` is then the rank's share, and every dry run
   // adds the rank's reduction buffers and shards AdamW's state as the rank's trainer does.
   RankShare rank = {};
+  // The process's part beside the step, when the budget is a process's (train's and plan's --budget):
+  // a refusal then gives the budget the least plan needs as a process.
+  std::optional<ProcessFixed> process = {};
   int64_t accum() const { return batch / micro; }
 };
 

@@ -81,13 +81,15 @@ std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions&
   return {std::move(all), std::move(val)};
 }
 
-size_t data_bytes_for(const TrainOptions& o) {
+DataFootprint data_footprint(const TrainOptions& o) {
   Allocator& a = Allocator::global();
-  const size_t before = a.active(Category::Data);
+  const size_t before = a.active(Category::Data), mapped_before = data::TokenDataset::live_mapped_bytes();
   std::unique_ptr<tok::Tokenizer> t;
   if (!tok::is_bytes(o.tokenizer) && o.random_tokens == 0) t = tok::load_tokenizer(o.tokenizer);
   const auto data = load_split(o, std::max<int64_t>(o.seq, 1), t.get());  // no --seq (plan): any window
-  return a.active(Category::Data) - before;
+  return {a.active(Category::Data) - before, data::TokenDataset::live_mapped_bytes() - mapped_before};
 }
+
+size_t data_bytes_for(const TrainOptions& o) { return data_footprint(o).accounted; }
 
 }  // namespace remat

@@ -21,8 +21,14 @@ class Tokenizer;
 std::pair<data::TokenDataset, data::TokenDataset> load_split(const TrainOptions& o, int64_t T,
                                                              const tok::Tokenizer* tokenizer);
 
-// What the options' training data (and its tokenizer) will hold in the allocator (Category::Data),
-// by loading them as the trainer does.
+// What the options' training data (and its tokenizer) will hold, by loading them as the trainer
+// does: in the allocator (Category::Data), and mapped from token files (resident as the sampler
+// touches them, outside the allocator).
+struct DataFootprint {
+  size_t accounted = 0, mapped = 0;
+};
+DataFootprint data_footprint(const TrainOptions& o);
+// data_footprint(o).accounted.
 size_t data_bytes_for(const TrainOptions& o);
 
 }  // namespace remat

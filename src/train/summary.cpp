@@ -23,10 +23,17 @@ std::string percent(double ratio) {
 
 }  // namespace
 
-std::string plain_summary(const ReportInput& in, const PlanTarget& t, bool planner_line) {
+namespace {
+StepPlan store_all_plan(const PlanTarget& t) {
   const Candidates c = make_candidates(t.cfg, t.micro, t.T);
-  const int L = int(t.cfg.L);
-  const StepPlan all = price_strategy(c, parse_strategy("none", L, false), "none", t);
+  return price_strategy(c, parse_strategy("none", int(t.cfg.L), false), "none", t);
+}
+}  // namespace
+
+size_t store_all_whole_step(const PlanTarget& t) { return store_all_plan(t).step.peak_total; }
+
+std::string plain_summary(const ReportInput& in, const PlanTarget& t, const ProcessFixed& fixed, bool planner_line) {
+  const StepPlan all = store_all_plan(t);
   const size_t have = in.measure.peak_activation, every = all.activation_peak;
   const double flops = flop_overhead(in.measure.counters);
   std::string r = "in short: ";
@@ -56,14 +63,20 @@ std::string plain_summary(const ReportInput& in, const PlanTarget& t, bool plann
                                   : "half way between this run's whole step and storing everything's, " +
                                         mib(all.step.peak_total);
   try {
-    const double budget_mib = std::floor(target / double(1 << 20) * 10.0) / 10.0;
+    // The step's target as a process budget (what --budget means), rounded down to 0.1 MiB.
+    const double budget_mib = std::floor(double(predicted_process(fixed, size_t(target))) / double(1 << 20) * 10.0) / 10.0;
     if (budget_mib <= 0) return r;
     char flag[48];
     std::snprintf(flag, sizeof flag, "--budget %gMiB", budget_mib);
-    const StepPlan p = plan_for_budget(t, size_t(budget_mib * double(1 << 20)));
+    const size_t step_budget = step_budget_within(size_t(budget_mib * double(1 << 20)), fixed);
+    if (step_budget == 0) return r;
+    PlanTarget process_target = t;  // a refusal names the process's budget
+    process_target.process = fixed;
+    const StepPlan p = plan_for_budget(process_target, step_budget);
     const double ratio = p.compute.overhead();
-    r += "the planner: under " + std::string(flag) + " for the whole step (" + why + "), it would run " + p.summary + ", attention " + attention_label(p) +
-         ": activations " + mib(p.activation_peak) + ", whole step " + mib(p.step.peak_total) + ", " + percent(ratio) +
+    r += "the planner: under " + std::string(flag) + " for the process (its step " + mib(step_budget) + ", " + why +
+         "), it would run " + p.summary + ", attention " + attention_label(p) + ": activations " +
+         mib(p.activation_peak) + ", whole step " + mib(p.step.peak_total) + ", " + percent(ratio) +
          " FLOPs. Run it with `remat train " + flag + "`; `remat plan " + flag + "` shows the alternatives.\n";
   } catch (const Error& e) {
     // No plan fits there: say what the least is (the planner's own refusal names it).

@@ -31,6 +31,7 @@ const CategoryStyle kStyles[] = {
     {Category::ActivationGrad, "activation gradients", "#59a14f"},
     {Category::Activation, "transients", "#8cd17d"},
     {Category::Workspace, "workspace", "#edc948"},
+    {Category::KVCache, "key/value cache", "#76b7b2"},
     {Category::Debug, "debug copies", "#b07aa1"},
 };
 constexpr bool is_persistent(Category c) {

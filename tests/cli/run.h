@@ -41,6 +41,7 @@ struct RunResult {
   int exit_code = -1;      // valid when !signaled && !timed_out
   int signal = 0;          // the terminating signal, or 0
   bool timed_out = false;  // killed by the guard
+  long max_rss_kib = 0;    // the child's peak resident set (wait4's ru_maxrss), once reaped
   std::string out, err;
   bool exited() const { return !timed_out && signal == 0 && exit_code >= 0; }
   // For failure messages.
@@ -128,7 +129,8 @@ class Child {
     if (pid_ <= 0) return true;
     if (!reaped_) {
       int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) record(status);
+      rusage ru{};
+      if (wait4(pid_, &status, WNOHANG, &ru) == pid_) record(status, ru);
     }
     return reaped_;
   }
@@ -155,8 +157,9 @@ class Child {
       if (f >= 0) close(f), f = -1;
     if (!reaped_) {
       int status = 0;
-      waitpid(pid_, &status, 0);
-      record(status);
+      rusage ru{};
+      wait4(pid_, &status, 0, &ru);
+      record(status, ru);
     }
     return r_;
   }
@@ -178,8 +181,9 @@ class Child {
     }
     return done();
   }
-  void record(int status) {
+  void record(int status, const rusage& ru) {
     reaped_ = true;
+    r_.max_rss_kib = ru.ru_maxrss;
     if (WIFEXITED(status)) r_.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) r_.signal = WTERMSIG(status);
   }

@@ -133,7 +133,7 @@ TEST(BenchConfigs, CalibrationFilesOnePerConfigCheckedBeforeAnyWork) {
 TEST(BenchPlan, BenchesAPlanFileAndRefusesAnotherRun) {
   TempDir d;
   const std::string file = d / "plan.json";
-  ok({"plan", "--preset", "tiny", "--budget", "6MiB", "--out", file});
+  ok({"plan", "--preset", "tiny", "--step-budget", "6MiB", "--out", file});
   const json plan = json::parse(slurp(file));
 
   // Rows: none, then the plan; the output names the plan; its measured peak is its prediction.

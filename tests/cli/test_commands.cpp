@@ -92,7 +92,7 @@ TEST(CliCommands, TraceTakesAPolicy) {
   EXPECT_EQ(bad.exit_code, 1) << bad.describe();
   EXPECT_TRUE(has(bad.err, "unknown policy 'bogus'")) << bad.err;
   TempDir d;
-  ok({"plan", "--layers", "3", "--budget", "64MiB", "--out", d / "p.json"});
+  ok({"plan", "--layers", "3", "--step-budget", "64MiB", "--out", d / "p.json"});
   const RunResult both = run_remat({"trace", "--layers", "3", "--plan", d / "p.json", "--policy", "selective"});
   EXPECT_EQ(both.exit_code, 1) << both.describe();
   EXPECT_TRUE(has(both.err, "--policy cannot be combined with --plan")) << both.err;
@@ -358,7 +358,7 @@ TEST(CliCommands, BenchProfileTable) {
 // or frontier plan that fits; the budget binds (store-everything does not fit).
 TEST(CliCommands, PlanUnderABudget) {
   const size_t budget = size_t(300) << 20;
-  const json j = json::parse(ok({"plan", "--preset", "small", "--budget", "300MiB", "--json"}).out);
+  const json j = json::parse(ok({"plan", "--preset", "small", "--step-budget", "300MiB", "--json"}).out);
   const json& plan = j.at("plan");
   const size_t step = plan.at("predicted").at("peak_total_bytes").get<size_t>();
   const double overhead = plan.at("predicted").at("overhead").get<double>();
@@ -372,10 +372,10 @@ TEST(CliCommands, PlanUnderABudget) {
       }
   EXPECT_EQ(j.at("use").get<std::string>().rfind("remat train --preset small --seq 256 --batch 8 --micro-batch 8 ", 0), 0u)
       << j.at("use");
-  const RunResult r = ok({"plan", "--preset", "small", "--budget", "300MiB"});
-  EXPECT_TRUE(has(r.out, "plan for --budget 300.00 MiB (whole step): ")) << r.out;
+  const RunResult r = ok({"plan", "--preset", "small", "--step-budget", "300MiB"});
+  EXPECT_TRUE(has(r.out, "plan for --step-budget 300.00 MiB (whole step): ")) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\\n  predicted: whole step [0-9.]+ MiB \\(activations alone [0-9.]+ MiB\\), "
-                                                  "overhead [0-9.]+x\\nuse: remat train ")))
+                                                  "process [0-9.]+ MiB, overhead [0-9.]+x\\nuse: remat train ")))
       << r.out;
 }
 

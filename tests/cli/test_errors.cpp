@@ -206,8 +206,8 @@ TEST(CliErrors, MemoryLimitThatCannotBeMet) {
 }
 
 TEST(CliErrors, PlanBudgetThatCannotBeMet) {
-  const auto r = run_remat({"plan", "--budget", "1KiB"});
-  const std::string line = check_user_error(r, 1, {"[budget]", "--budget 1.0 KiB", "least whole-step peak"});
+  const auto r = run_remat({"plan", "--step-budget", "1KiB"});
+  const std::string line = check_user_error(r, 1, {"[budget]", "--step-budget 1.0 KiB", "least whole-step peak"});
   EXPECT_TRUE(std::regex_search(line, std::regex("least whole-step peak of any plan, [0-9.]+ MiB"))) << line;
   EXPECT_TRUE(r.out.empty()) << r.out;
 }

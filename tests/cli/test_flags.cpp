@@ -174,10 +174,10 @@ TEST(CliFlags, ByteSizesAcceptUnitsWithAndWithoutSpaces) {
   for (const char* v : {"3GB", "3 GiB", "3g", "1.5G", "3000000000"}) {
     SCOPED_TRACE(v);
     ok(tiny_train({"--steps", "1", "--memory-limit", v}));
-    const RunResult p = ok({"plan", "--preset", "tiny", "--budget", v});
+    const RunResult p = ok({"plan", "--preset", "tiny", "--step-budget", v});
     EXPECT_TRUE(has(p.out, "use: remat train")) << p.out;
-    const RunResult t = ok(tiny_train({"--steps", "1", "--eval-batches", "1", "--budget", v}));
-    EXPECT_TRUE(has(t.out, "plan for --budget ")) << t.out;
+    const RunResult t = ok(tiny_train({"--steps", "1", "--eval-batches", "1", "--step-budget", v}));
+    EXPECT_TRUE(has(t.out, "plan for --step-budget ")) << t.out;
   }
 }
 
@@ -187,17 +187,17 @@ TEST(CliFlags, ByteUnitsAreBinaryForKMGAndIBAndDecimalForB) {
   for (const char* v : {"1MiB", "1m", "1 MiB", "1M", "1048576"}) {
     SCOPED_TRACE(v);
     EXPECT_USER_ERROR(train({"--steps", "1", "--memory-limit", v}), "[memory]", "limit of 1.00 MiB");
-    EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", v}), "[budget]", "--budget 1.00 MiB");
-    EXPECT_USER_ERROR(train({"--steps", "1", "--budget", v}), "[budget]", "--budget 1.00 MiB");
+    EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--step-budget", v}), "[budget]", "--step-budget 1.00 MiB");
+    EXPECT_USER_ERROR(train({"--steps", "1", "--step-budget", v}), "[budget]", "--step-budget 1.00 MiB");
   }
   EXPECT_USER_ERROR(train({"--steps", "1", "--memory-limit", "1MB"}), "limit of 976.6 KiB");
-  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1MB"}), "--budget 976.6 KiB");
-  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1kB"}), "--budget 1000 B");
-  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--budget", "1.5k"}), "--budget 1.5 KiB");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--step-budget", "1MB"}), "--step-budget 976.6 KiB");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--step-budget", "1kB"}), "--step-budget 1000 B");
+  EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--step-budget", "1.5k"}), "--step-budget 1.5 KiB");
 }
 
 TEST(CliFlags, ByteSizesRefuseFractionsHugeNegativeEmptyAndGarbage) {
-  for (const std::string flag : {"--memory-limit", "--budget", "plan --budget"}) {
+  for (const std::string flag : {"--memory-limit", "--budget", "--step-budget", "plan --budget"}) {
     SCOPED_TRACE(flag);
     auto run = [&](const std::string& v) {
       return flag == "plan --budget" ? run_remat({"plan", "--budget", v}) : train({"--steps", "1", flag, v});
@@ -283,7 +283,7 @@ TEST(CliFlags, InitFromGivesTheShapeToEveryCommand) {
                   "remat bench: " + model));
   EXPECT_TRUE(has(ok({"plan", "--init-from", folder, "--layers", "2"}).out, "remat plan: gpt2 L=2 C=96 NH=3"));
   // plan's use: line keeps the file, so the pasted command trains that model.
-  EXPECT_TRUE(has(ok({"plan", "--init-from", folder, "--budget", "64MiB"}).out, "--init-from " + folder));
+  EXPECT_TRUE(has(ok({"plan", "--init-from", folder, "--step-budget", "64MiB"}).out, "--init-from " + folder));
   EXPECT_USER_ERROR(run_remat({"plan", "--init-from", d / "nope"}), "nope");
 }
 
@@ -324,14 +324,14 @@ TEST(CliFlags, PlanUseLinePastesIntoTrain) {
     for (const json& r : rows)
       if (r.at("label") == "block") budget = r.at("predicted_step_bytes").get<size_t>();
     ASSERT_GT(budget, 0u);
-    plan.insert(plan.end(), {"--budget", std::to_string(budget)});
+    plan.insert(plan.end(), {"--step-budget", std::to_string(budget)});
     const RunResult p = ok(plan);
     std::smatch m;
     ASSERT_TRUE(std::regex_search(p.out, m, std::regex("\nuse: remat (train [^\n]*)\n$"))) << p.out;
     const std::string line = m[1];
     for (const char* flag : {"--preset ", "--batch ", "--micro-batch ", "--seq "})
       EXPECT_TRUE(has(line, flag)) << flag << " missing from: " << line;
-    EXPECT_TRUE(has(line, "--recompute ") || has(line, "--budget ")) << line;
+    EXPECT_TRUE(has(line, "--recompute ") || has(line, "--step-budget ")) << line;
     std::vector<std::string> args = words(line);
     for (const char* a : {"--steps", "1", "--eval-every", "0", "--eval-batches", "1", "--sample-tokens", "0",
                           "--no-progress"})

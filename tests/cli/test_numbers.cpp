@@ -144,7 +144,7 @@ TEST(CliNumbers, ConfigJsonNumbersAreRangeChecked) {
 TEST(CliNumbers, PlanAndCalibrationNumbersAreRangeChecked) {
   TempDir d;
   const std::string plan = d / "plan.json";
-  ASSERT_EQ(run_remat({"plan", "--preset", "tiny", "--budget", "6MiB", "--out", plan}).exit_code, 0);
+  ASSERT_EQ(run_remat({"plan", "--preset", "tiny", "--step-budget", "6MiB", "--out", plan}).exit_code, 0);
   json p = json::parse(slurp(plan));
   // Was "-1486618624 blocks".
   p["model"]["layers"] = 1000000000000000000LL;
@@ -177,9 +177,9 @@ TEST(CliNumbers, PlanAndCalibrationNumbersAreRangeChecked) {
 // name (`--calibration --steps 5` read a calibration file called "--steps"). The help shows the
 // argument of a flag that takes one.
 TEST(CliValues, AFlagIsNotTakenAsTheValueOfTheFlagBefore) {
-  check_user_error(run_remat({"train", "--budget", "30MiB", "--calibration", "--steps", "5"}), 2,
+  check_user_error(run_remat({"train", "--step-budget", "30MiB", "--calibration", "--steps", "5"}), 2,
                    {"--calibration", "needs a value", "the flag --steps"});
-  check_user_error(run_remat({"plan", "--out", "--budget", "3MiB"}), 2, {"--out", "needs a value", "the flag --budget"});
+  check_user_error(run_remat({"plan", "--out", "--step-budget", "3MiB"}), 2, {"--out", "needs a value", "the flag --step-budget"});
   check_user_error(run_remat({"sample", "--init-from", "--tokens", "3"}), 2, {"--init-from", "the flag --tokens"});
   const RunResult h = run_remat({"train", "--help"});
   EXPECT_EQ(h.exit_code, 0);

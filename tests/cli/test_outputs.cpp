@@ -94,7 +94,7 @@ TEST(CliOutputs, FifoInputsAreRefusedNotOpened) {
   const double guard = 60;
   refused(run_remat(tiny({"--data", d / "fifo"}), "", guard), {"--data", "fifo", "a FIFO"});
   refused(run_remat(tiny({"--data", in.data, "--val-data", d / "fifo"}), "", guard), {"--val-data", "a FIFO"});
-  refused(run_remat(tiny({"--data", in.data, "--val-data", d / "fifo", "--budget", "1GiB"}), "", guard),
+  refused(run_remat(tiny({"--data", in.data, "--val-data", d / "fifo", "--step-budget", "1GiB"}), "", guard),
           {"--val-data", "a FIFO"});
   refused(run_remat({"grads", "--init-from", in.weights, "--data", d / "fifo", "--out", d / "g.safetensors"}, "", guard),
           {"--data", "a FIFO"});
@@ -109,7 +109,7 @@ TEST(CliOutputs, PlanAndTraceOutputsNeverOverwriteInputsOrEachOther) {
   TempDir d;
   const Inputs in = make_inputs(d);
   const std::vector<std::string> plan = cat({"plan", "--batch", "2"}, kModel);
-  refused(run_remat(cat(plan, {"--budget", "1GiB", "--out", d / "x", "--svg", d / "x"})),
+  refused(run_remat(cat(plan, {"--step-budget", "1GiB", "--out", d / "x", "--svg", d / "x"})),
           {"--out and --svg", "same path"});
   const std::string text = slurp(in.data);
   refused(run_remat(cat(plan, {"--data", in.data, "--svg", in.data})), {"--svg", "--data", "t.txt"});
@@ -118,10 +118,10 @@ TEST(CliOutputs, PlanAndTraceOutputsNeverOverwriteInputsOrEachOther) {
                                        "--out", d / "cal.json"}, kModel));
   ASSERT_EQ(cal.exit_code, 0) << cal.describe();
   const std::string calibration = slurp(d / "cal.json");
-  refused(run_remat(cat(plan, {"--budget", "1GiB", "--calibration", d / "cal.json", "--out", d / "cal.json"})),
+  refused(run_remat(cat(plan, {"--step-budget", "1GiB", "--calibration", d / "cal.json", "--out", d / "cal.json"})),
           {"--out", "--calibration", "cal.json"});
   EXPECT_EQ(slurp(d / "cal.json"), calibration);
-  const RunResult p = run_remat(cat(plan, {"--budget", "1GiB", "--out", d / "p.json"}));
+  const RunResult p = run_remat(cat(plan, {"--step-budget", "1GiB", "--out", d / "p.json"}));
   ASSERT_EQ(p.exit_code, 0) << p.describe();
   const std::string plan_text = slurp(d / "p.json");
   refused(run_remat(cat({"trace", "--batch", "2"}, cat(kModel, {"--plan", d / "p.json", "--svg", d / "p.json"}))),

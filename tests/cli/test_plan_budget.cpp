@@ -15,7 +15,7 @@ namespace {
 // The predicted overhead of the plan `remat plan ... --budget B` prints.
 double planned_overhead(std::vector<std::string> args, const std::string& budget) {
   args.insert(args.begin(), "plan");
-  args.insert(args.end(), {"--budget", budget});
+  args.insert(args.end(), {"--step-budget", budget});
   const RunResult r = run_remat(args);
   EXPECT_TRUE(r.exited() && r.exit_code == 0) << r.describe();
   std::smatch m;
@@ -46,7 +46,7 @@ TEST(PlanBudget, APlanIsForItsThreadCount) {
                                        "--dropout", "0.1", "--batch", "2"};
   std::vector<std::string> plan{"plan"};
   plan.insert(plan.end(), model.begin(), model.end());
-  plan.insert(plan.end(), {"--threads", "1", "--budget", "9700000", "--out", file});
+  plan.insert(plan.end(), {"--threads", "1", "--step-budget", "9700000", "--out", file});
   const RunResult p = run_remat(plan);
   ASSERT_TRUE(p.exited() && p.exit_code == 0) << p.describe();
   std::vector<std::string> train{"train"};
@@ -59,7 +59,7 @@ TEST(PlanBudget, APlanIsForItsThreadCount) {
 // A refused budget 1 byte below the least plan states both sizes so that they differ.
 TEST(PlanBudget, ARefusalStatesBothNumbersApart) {
   const std::vector<std::string> model{"plan", "--arch", "gpt2", "--layers", "2", "--channels", "32", "--heads", "4",
-                                       "--seq", "16", "--vocab", "64", "--batch", "2", "--threads", "1", "--budget"};
+                                       "--seq", "16", "--vocab", "64", "--batch", "2", "--threads", "1", "--step-budget"};
   auto with = [&](const std::string& b) {
     std::vector<std::string> a = model;
     a.push_back(b);
@@ -108,7 +108,7 @@ TEST(PlanBudget, OneOverheadFigurePerPlan) {
   int flash = 0;
   for (size_t b : budgets) {
     std::vector<std::string> p = model;
-    p.insert(p.end(), {"--budget", std::to_string(b), "--out", d.path() + "/p.json"});
+    p.insert(p.end(), {"--step-budget", std::to_string(b), "--out", d.path() + "/p.json"});
     const RunResult r = run_remat(p);
     ASSERT_TRUE(r.exited() && r.exit_code == 0) << r.describe();
     std::smatch m;

@@ -81,7 +81,7 @@ TEST(PlanCli, BudgetUseLineTrainsWithinTheBudget) {
                                           size_t(4.5 * 1048576)}}) {
     std::vector<std::string> args{"plan"};
     args.insert(args.end(), c.model.begin(), c.model.end());
-    args.insert(args.end(), {"--budget", c.budget});
+    args.insert(args.end(), {"--step-budget", c.budget});
     SCOPED_TRACE(c.budget);
     const RunResult p = ok(args);
     std::smatch m;
@@ -104,23 +104,23 @@ TEST(PlanCli, BudgetUseLineTrainsWithinTheBudget) {
 TEST(PlanCli, TrainBudgetFitsOrIsRefusedBeforeTraining) {
   TempDir d;
   for (const char* b : {"6MiB", "7MiB", "20MiB"}) {
-    std::vector<std::string> a{"train", "--preset", "tiny", "--budget", b, "--report-json", d / "r.json"};
+    std::vector<std::string> a{"train", "--preset", "tiny", "--step-budget", b, "--report-json", d / "r.json"};
     a.insert(a.end(), kOneStep.begin(), kOneStep.end());
     const RunResult t = ok(a);
-    EXPECT_TRUE(has(t.out, std::string("plan for --budget ") + (b[0] == '6' ? "6.00 MiB" : b[0] == '7' ? "7.00 MiB" : "20.00 MiB")))
+    EXPECT_TRUE(has(t.out, std::string("plan for --step-budget ") + (b[0] == '6' ? "6.00 MiB" : b[0] == '7' ? "7.00 MiB" : "20.00 MiB")))
         << t.out;
     EXPECT_LE(whole_step_of(d / "r.json"), size_t(std::atoi(b)) << 20);
   }
-  for (const std::vector<std::string>& a : {std::vector<std::string>{"train", "--preset", "tiny", "--budget", "5MiB"},
-                                            {"plan", "--preset", "tiny", "--budget", "5MiB"}}) {
+  for (const std::vector<std::string>& a : {std::vector<std::string>{"train", "--preset", "tiny", "--step-budget", "5MiB"},
+                                            {"plan", "--preset", "tiny", "--step-budget", "5MiB"}}) {
     const RunResult r = run_remat(a);
-    const std::string line = check_user_error(r, 1, {"[budget]", "--budget 5.00 MiB is below the least whole-step peak of any plan",
+    const std::string line = check_user_error(r, 1, {"[budget]", "--step-budget 5.00 MiB is below the least whole-step peak of any plan",
                                                      "checkpoints", "smaller --micro-batch or --seq"});
     EXPECT_TRUE(std::regex_search(line, std::regex("of any plan, [0-9.]+ MiB \\("))) << line;
     EXPECT_FALSE(has(r.out, "remat train:")) << "training started: " << r.out;
   }
-  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--budget", "6MiB", "--recompute", "block"}),
-                    "--budget chooses the strategy", "--recompute cannot be combined");
+  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--step-budget", "6MiB", "--recompute", "block"}),
+                    "--step-budget chooses the strategy", "--recompute cannot be combined");
   EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--attention", "auto"}), "--attention auto", "needs --budget");
 }
 
@@ -129,7 +129,7 @@ TEST(PlanCli, TrainBudgetFitsOrIsRefusedBeforeTraining) {
 TEST(PlanCli, PlanFilesCarryThePlan) {
   TempDir d;
   const std::string file = d / "plan.json";
-  const RunResult p = ok({"plan", "--preset", "tiny", "--budget", "6MiB", "--out", file});
+  const RunResult p = ok({"plan", "--preset", "tiny", "--step-budget", "6MiB", "--out", file});
   EXPECT_TRUE(has(p.out, "plan written to " + file)) << p.out;
   const json j = json::parse(slurp(file));
   for (const char* key : {"format", "version", "model", "batch", "micro_batch", "seq", "threads", "block_policy", "schedule",
@@ -170,7 +170,7 @@ TEST(PlanCli, PlanFilesCarryThePlan) {
 TEST(PlanCli, BadPlanFilesAreRefusedInOneLine) {
   TempDir d;
   const std::string good = d / "good.json";
-  ok({"plan", "--preset", "tiny", "--budget", "6MiB", "--out", good});
+  ok({"plan", "--preset", "tiny", "--step-budget", "6MiB", "--out", good});
   const std::string text = slurp(good);
   const json j = json::parse(text);
   auto refused = [&](const std::string& name, const std::string& contents, const std::vector<std::string>& needles) {
@@ -258,7 +258,7 @@ TEST(PlanCli, AbsurdChainsAndSegmentListsAreRefused) {
   const RunResult r = run_remat({"plan", "--layers", "100000"}, "", 60);
   EXPECT_USER_ERROR(r, "[planner]", "a chain of 100000 blocks is too long for the optimal planner", "plan fewer blocks");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
-  EXPECT_USER_ERROR(run_remat({"train", "--layers", "100000", "--budget", "1GiB"}, "", 60), "[");
+  EXPECT_USER_ERROR(run_remat({"train", "--layers", "100000", "--step-budget", "1GiB"}, "", 60), "[");
   std::string segs = "segments:";
   for (int k = 0; k < 4294; ++k) segs += "1000000,";
   segs += "967296,4";  // 2^32 + 4: wraps to the 4 layers in 32 bits
@@ -270,7 +270,7 @@ TEST(PlanCli, AbsurdChainsAndSegmentListsAreRefused) {
 TEST(PlanCli, FrontierSvgMarksEveryStrategy) {
   TempDir d;
   const std::string svg = d / "frontier.svg";
-  const RunResult r = ok({"plan", "--preset", "tiny", "--frontier", "--svg", svg, "--budget", "6MiB"});
+  const RunResult r = ok({"plan", "--preset", "tiny", "--frontier", "--svg", svg, "--step-budget", "6MiB"});
   EXPECT_TRUE(has(r.out, "frontier drawn in " + svg)) << r.out;
   const std::string s = slurp(svg);
   EXPECT_EQ(s.rfind("<svg", 0) == 0 || s.rfind("<?xml", 0) == 0, true) << s.substr(0, 100);
@@ -304,16 +304,16 @@ TEST(PlanCli, CalibratedPlanning) {
                              {"backward_stored", costs[p][2]}, {"backward_replayed", costs[p][3]}});
   d.write("cal.json", c.dump());
 
-  const RunResult r = ok({"plan", "--preset", "tiny", "--budget", "7MiB", "--calibration", cal});
+  const RunResult r = ok({"plan", "--preset", "tiny", "--step-budget", "7MiB", "--calibration", cal});
   EXPECT_TRUE(has(r.out, "planned by calibrated time: " + cal)) << r.out;
   EXPECT_TRUE(has(r.out, "overhead     step time\n")) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("overhead [0-9.]+x, step time [0-9.]+ ms calibrated \\([0-9.]+x none's [0-9.]+ ms\\)\\n")))
       << r.out;
   const std::vector<std::string> use = use_line(r);
-  if (std::find(use.begin(), use.end(), "--budget") != use.end())  // train plans again: with the same time model
+  if (std::find(use.begin(), use.end(), "--step-budget") != use.end())  // train plans again: with the same time model
     EXPECT_NE(std::find(use.begin(), use.end(), "--calibration"), use.end()) << r.out;
 
-  const json j = json::parse(ok({"plan", "--preset", "tiny", "--budget", "7MiB", "--calibration", cal, "--frontier", "--json"}).out);
+  const json j = json::parse(ok({"plan", "--preset", "tiny", "--step-budget", "7MiB", "--calibration", cal, "--frontier", "--json"}).out);
   const double chosen = j.at("plan").at("predicted").at("step_seconds");
   int compared = 0;
   for (const char* table : {"textbook", "frontier"})
@@ -324,17 +324,17 @@ TEST(PlanCli, CalibratedPlanning) {
     }
   EXPECT_GE(compared, 4);
 
-  std::vector<std::string> train{"train", "--preset", "tiny", "--budget", "7MiB", "--calibration", cal};
+  std::vector<std::string> train{"train", "--preset", "tiny", "--step-budget", "7MiB", "--calibration", cal};
   train.insert(train.end(), kOneStep.begin(), kOneStep.end());
   const RunResult t = ok(train);
-  EXPECT_TRUE(std::regex_search(t.out, std::regex("plan for --budget 7.00 MiB [^\\n]*, step time [0-9.]+ ms \\(calibrated\\)\\n")))
+  EXPECT_TRUE(std::regex_search(t.out, std::regex("plan for --step-budget 7.00 MiB [^\\n]*, step time [0-9.]+ ms \\(calibrated\\)\\n")))
       << t.out;
 
   // Another model, micro-batch or thread count: refused in one line, before any planning or training.
   EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--layers", "3", "--calibration", cal}), "[calibration]",
                     "was measured for another run", "model.layers 2 (file) vs 3 (this run)", "remat calibrate");
   EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--batch", "4", "--calibration", cal}), "batch 8 (file) vs 4 (this run)");
-  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--threads", "2", "--budget", "7MiB", "--calibration", cal}),
+  EXPECT_USER_ERROR(run_remat({"train", "--preset", "tiny", "--threads", "2", "--step-budget", "7MiB", "--calibration", cal}),
                     "[calibration]", "threads 1 (file) vs 2 (this run)");  // children run with one thread (run.h)
   EXPECT_USER_ERROR(run_remat({"plan", "--preset", "tiny", "--attention", "auto", "--calibration", cal}),
                     "a calibration prices one attention kernel", "--attention naive");
@@ -356,7 +356,7 @@ TEST(PlanCli, PerBlockAttentionKernels) {
   const std::vector<std::string> model{"--preset", "llama-tiny", "--batch", "4", "--micro-batch", "2"};
   std::vector<std::string> args{"plan"};
   args.insert(args.end(), model.begin(), model.end());
-  for (const char* a : {"--attention", "auto", "--budget", "3.79MiB", "--out"}) args.push_back(a);
+  for (const char* a : {"--attention", "auto", "--step-budget", "3.79MiB", "--out"}) args.push_back(a);
   args.push_back(file);
   const RunResult p = ok(args);
   EXPECT_TRUE(has(p.out, "attention per block: 0 naive, 1 flash")) << p.out;

@@ -132,7 +132,7 @@ TEST(PlanSvg, FrontierIsTheListedSetAndPareto) {
 // still draws (the least whole-step peak marked, the one the refusal names), then fails as before.
 TEST(PlanSvg, BudgetIsDrawnMetOrNot) {
   TempDir d;
-  ok(with(kFour, {"--budget", "28MiB", "--svg", d / "f.svg"}));
+  ok(with(kFour, {"--step-budget", "28MiB", "--svg", d / "f.svg"}));
   auto root = parse(d / "f.svg");
   auto line = root->with_class("budget");
   ASSERT_EQ(line.size(), 1u);
@@ -143,7 +143,7 @@ TEST(PlanSvg, BudgetIsDrawnMetOrNot) {
   EXPECT_LE(chosen.begin()->first, size_t(28) << 20);
   expect_clean(*root, "28MiB");
 
-  const RunResult r = run_remat(with(kFour, {"--budget", "20MiB", "--svg", d / "g.svg"}));
+  const RunResult r = run_remat(with(kFour, {"--step-budget", "20MiB", "--svg", d / "g.svg"}));
   const std::string err = check_user_error(r, 1, {"[budget]", "least whole-step peak of any plan"});
   EXPECT_TRUE(r.out.find("frontier drawn in " + d / "g.svg") != std::string::npos) << r.out;
   root = parse(d / "g.svg");
@@ -165,10 +165,10 @@ TEST(PlanSvg, BudgetIsDrawnMetOrNot) {
 // (selective's and flash's, say) under another.
 TEST(PlanSvg, NoTextOverlapsAndNoMarkerHides) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           with(kFour, {"--budget", "28MiB"}),
-           with(kFour, {"--budget", "45MiB", "--frontier"}),
-           {"plan", "--preset", "tiny", "--budget", "6MiB"},
-           {"plan", "--preset", "small", "--attention", "auto", "--budget", "300MiB"},
+           with(kFour, {"--step-budget", "28MiB"}),
+           with(kFour, {"--step-budget", "45MiB", "--frontier"}),
+           {"plan", "--preset", "tiny", "--step-budget", "6MiB"},
+           {"plan", "--preset", "small", "--attention", "auto", "--step-budget", "300MiB"},
            {"plan", "--preset", "llama-tiny", "--batch", "4", "--micro-batch", "2"}}) {
     TempDir d;
     ok(with(args, {"--svg", d / "f.svg"}));

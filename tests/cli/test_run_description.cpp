@@ -52,7 +52,7 @@ TEST(RunDescription, Bf16PlanTrainsInBf16ToTheBytePlanned) {
         std::vector<std::string>{"--preset", "llama-tiny", "--seq", "64", "--batch", "4", "--fp32-residual"}}) {
     SCOPED_TRACE(model[0] + " " + model[1]);
     const std::string file = d / ("plan" + model[1] + ".json");
-    const RunResult p = ok(cat(cat({"plan", "--precision", "bf16"}, model), {"--budget", "20MiB", "--out", file}));
+    const RunResult p = ok(cat(cat({"plan", "--precision", "bf16"}, model), {"--step-budget", "20MiB", "--out", file}));
     const json plan = json::parse(slurp(file));
     EXPECT_EQ(plan["model"]["precision"], "bf16");
     EXPECT_EQ(plan["model"]["fp32_residual"], model.back() == "--fp32-residual");
@@ -103,7 +103,7 @@ TEST(RunDescription, MixedKernelPlanResumesBitIdentically) {
   TempDir d;
   const std::string file = d / "mixed.json";
   const std::vector<std::string> model{"--preset", "llama-tiny", "--batch", "4", "--micro-batch", "2", "--dropout", "0.1"};
-  const RunResult p = ok(cat(cat({"plan"}, model), {"--attention", "auto", "--budget", "3.79MiB", "--out", file}));
+  const RunResult p = ok(cat(cat({"plan"}, model), {"--attention", "auto", "--step-budget", "3.79MiB", "--out", file}));
   ASSERT_EQ(json::parse(slurp(file))["block_attention"], json::array({"naive", "flash"})) << p.out;
   const std::vector<std::string> run = cat(cat(cat({"train"}, model), {"--plan", file, "--lr-decay-steps", "3"}), kQuiet);
   ok(cat(run, {"--steps", "3", "--save", d / "full.safetensors"}));
@@ -141,7 +141,7 @@ TEST(RunDescription, Fp32CalibrationIsRefusedForABf16Plan) {
   TempDir d;
   const std::vector<std::string> model{"--preset", "tiny", "--seq", "32", "--batch", "2"};
   ok(cat(cat({"calibrate"}, model), {"--out", d / "cal.json", "--repeats", "1", "--untimed-rounds", "0"}));
-  check_user_error(run_remat(cat(cat({"plan", "--precision", "bf16"}, model), {"--budget", "8MiB", "--calibration", d / "cal.json"})),
+  check_user_error(run_remat(cat(cat({"plan", "--precision", "bf16"}, model), {"--step-budget", "8MiB", "--calibration", d / "cal.json"})),
                    1, {"[calibration]", "model.precision \"f32\" (file) vs \"bf16\" (this run)"});
 }
 
@@ -151,7 +151,7 @@ TEST(RunDescription, CompareNoneBaselineIsStoreEverything) {
   TempDir d;
   const std::string file = d / "plan.json";
   const std::vector<std::string> model{"--preset", "tiny", "--seq", "64", "--batch", "4"};
-  ok(cat(cat({"plan"}, model), {"--budget", "4.5MiB", "--out", file}));
+  ok(cat(cat({"plan"}, model), {"--step-budget", "4.5MiB", "--out", file}));
   ok(cat(cat(cat({"train"}, model), {"--plan", file, "--steps", "1", "--compare-none", "--report-json", d / "r.json"}), kQuiet));
   const json r = json::parse(slurp(d / "r.json"));
   ASSERT_FALSE(r["store_all_activation_bytes_measured"].is_null()) << r.dump(1);
@@ -166,16 +166,16 @@ namespace {
 // The use: line says the budget as it was typed, and --preset only when it was given.
 TEST(RunDescription, UseLineCarriesTheBudgetAsTyped) {
   const RunResult p = ok({"plan", "--preset", "llama-tiny", "--batch", "4", "--micro-batch", "2", "--attention", "auto",
-                          "--budget", "3.79MiB"});
+                          "--step-budget", "3.79MiB"});
   const std::vector<std::string> use = use_line(p.out);
   const std::string line = [&] {
     std::string s;
     for (const std::string& w : use) s += " " + w;
     return s;
   }();
-  EXPECT_TRUE(has(line, " --budget 3.79MiB")) << line;
+  EXPECT_TRUE(has(line, " --step-budget 3.79MiB")) << line;
   EXPECT_TRUE(has(line, " --preset llama-tiny")) << line;
-  const RunResult q = ok({"plan", "--layers", "2", "--budget", "24MiB"});
+  const RunResult q = ok({"plan", "--layers", "2", "--step-budget", "24MiB"});
   EXPECT_FALSE(has(q.out, "--preset")) << q.out;
 }
 }  // namespace

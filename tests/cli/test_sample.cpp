@@ -1,3 +1,4 @@
+#include <algorithm>
 // remat sample (load a model, continue a prompt), the sample a byte-level model prints after
 // training on a token file, and remat train --compare-none (the report's measured step times).
 #include <gtest/gtest.h>
@@ -76,7 +77,10 @@ TEST_F(SampleCli, PrintsThePromptThenItsContinuation) {
   const RunResult r = ok({"sample", "--init-from", model(), "--prompt", "ROMEO:", "--tokens", "40", "--seed", "5"});
   EXPECT_EQ(r.out.rfind("ROMEO:", 0), 0u) << r.out;
   EXPECT_GT(r.out.size(), std::string("ROMEO:\n").size() + 20) << r.out;
-  EXPECT_TRUE(r.err.empty()) << r.err;
+  // stderr has one line: the process's peak beside its prediction.
+  EXPECT_EQ(r.err.rfind("remat sample: process peak ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("; predicted "), std::string::npos) << r.err;
   // Without --prompt: from a newline.
   EXPECT_EQ(ok({"sample", "--init-from", model(), "--tokens", "0"}).out, "\n\n");
 }

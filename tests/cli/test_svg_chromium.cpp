@@ -38,9 +38,9 @@ TEST(SvgChromium, PicturesRenderAtTwoSizes) {
   TempDir d;
   RunResult r = run_remat({"trace", "--layers", "4", "--recompute", "block", "--svg", d / "t.svg", "--svg-persistent"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
-  r = run_remat({"plan", "--layers", "4", "--budget", "28MiB", "--frontier", "--svg", d / "f.svg"});
+  r = run_remat({"plan", "--layers", "4", "--step-budget", "28MiB", "--frontier", "--svg", d / "f.svg"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
-  r = run_remat({"plan", "--layers", "4", "--budget", "20MiB", "--svg", d / "g.svg"});
+  r = run_remat({"plan", "--layers", "4", "--step-budget", "20MiB", "--svg", d / "g.svg"});
   ASSERT_EQ(r.exit_code, 1) << r.describe();  // no plan fits: drawn, then refused
 
   // This file's path as the compiler was given it: relative to the build directory, where the test

@@ -158,7 +158,7 @@ TEST(CliTraceSvg, PersistentTopIsTheWholeStep) {
 TEST(CliTraceSvg, TitleIsWhole) {
   TempDir dir;
   const std::string plan = dir / "a-plan-file-with-a-rather-long-name.json";
-  const RunResult p = run_remat({"plan", "--layers", "4", "--budget", "27MiB", "--out", plan});
+  const RunResult p = run_remat({"plan", "--layers", "4", "--step-budget", "27MiB", "--out", plan});
   ASSERT_TRUE(p.exited() && p.exit_code == 0) << p.describe();
   const Traced t = trace({"--layers", "4", "--plan", plan, "--svg-persistent"}, dir);
   const auto titles = t.svg->with_class("title");

@@ -10,8 +10,8 @@ namespace {
 using namespace remat_cli_test;
 
 TEST(MemoryLimit, BelowTheBudgetIsRefusedUpFront) {
-  const RunResult r = run_remat(tiny_train({"--steps", "2", "--memory-limit", "5MiB", "--budget", "6MiB"}));
-  check_user_error(r, 1, {"--memory-limit 5MiB is below --budget 6MiB"});
+  const RunResult r = run_remat(tiny_train({"--steps", "2", "--memory-limit", "5MiB", "--step-budget", "6MiB"}));
+  check_user_error(r, 1, {"--memory-limit 5MiB is below --step-budget 6MiB"});
   EXPECT_EQ(r.out.find("step 1"), std::string::npos);
 }
 

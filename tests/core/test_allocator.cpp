@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -115,6 +116,44 @@ TEST(Allocator, CacheReusesFreedBlocksAndStaysWithinALimit) {
   a.set_limit(0);
   a.release_cache();
   EXPECT_EQ(a.cached(), 0u);
+}
+
+// The cache never makes the process larger than its live blocks have been: freed blocks of one size
+// are given back before a block of another size is taken from the system beyond that high-water mark.
+TEST(Allocator, CacheStaysWithinTheLiveHighWaterMark) {
+  Allocator a;  // its own: the global one's high-water mark is the whole test binary's
+  const size_t mib = size_t(1) << 20;
+  void* p = a.allocate(8 * mib, Category::Activation, "ctx.8");
+  a.release(p, 8 * mib, Category::Activation, "ctx.8");
+  EXPECT_EQ(a.cached(), 8 * mib);
+  EXPECT_EQ(a.live_high_water(), 8 * mib);
+  // A longer context: another size. The 8 MiB block goes back to the system first.
+  void* q = a.allocate(9 * mib, Category::Activation, "ctx.9");
+  EXPECT_EQ(a.cached(), 0u) << "the cached block of another size was given back";
+  EXPECT_EQ(a.system_bytes(), 9 * mib);
+  a.release(q, 9 * mib, Category::Activation, "ctx.9");
+  // Smaller sizes fit under the mark beside the cached block only as far as the mark allows.
+  void* r = a.allocate(4 * mib, Category::Activation, "ctx.4");
+  EXPECT_LE(a.system_bytes(), a.live_high_water());
+  a.release(r, 4 * mib, Category::Activation, "ctx.4");
+  // A growing context, as sampling without a cache makes: the system bytes never pass the mark.
+  size_t worst = 0;
+  for (size_t k = 1; k <= 64; ++k) {
+    void* b = a.allocate(k * 64 * 1024, Category::Activation, "grow");
+    worst = std::max(worst, a.system_bytes());
+    EXPECT_LE(a.system_bytes(), a.live_high_water()) << "at size " << k * 64 << " KiB";
+    a.release(b, k * 64 * 1024, Category::Activation, "grow");
+  }
+  EXPECT_LE(worst, 9 * mib) << "the 9 MiB mark bounds every later size";
+  EXPECT_EQ(a.system_peak(), 9 * mib);
+  // A block is reused at its own size: no system call, the same pointer.
+  void* s1 = a.allocate(3 * mib, Category::Activation, "same");
+  a.release(s1, 3 * mib, Category::Activation, "same");
+  void* s2 = a.allocate(3 * mib, Category::Activation, "same");
+  EXPECT_EQ(s1, s2);
+  a.release(s2, 3 * mib, Category::Activation, "same");
+  a.release_cache();
+  EXPECT_EQ(a.system_bytes(), 0u);
 }
 
 // ZeRO-3 gives a parameter's bytes back between the blocks that use it: an evicted storage keeps its

@@ -3,6 +3,7 @@
 // context is cropped to the block size, bad options are one-line errors, and bytes print as valid text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -25,17 +26,28 @@ ModelConfig small_cfg(Arch arch = Arch::GPT2) {
   return c;
 }
 
-// The logits of the last position, straight from the model's interface (not next_logits).
+// The logits of the last position, straight from the model's interface (not next_logits): the
+// window's forward, and the head on its last position.
 std::vector<float> reference_logits(const Model& m, const std::vector<int32_t>& ctx) {
-  const int64_t T = m.config().T, V = m.config().V;
+  const int64_t T = m.config().T, V = m.config().V, C = m.config().C;
   const int64_t len = std::min<int64_t>(int64_t(ctx.size()), T);
   const std::vector<int32_t> window(ctx.end() - len, ctx.end());
   autograd::Recorder r;
   autograd::RecordScope scope(r);
   Tensor x = m.embed(window, 1, len, StepRng{0, false});
   for (int i = 0; i < m.num_layers(); ++i) x = m.block(i, x, StepRng{0, false});
-  const Tensor logits = m.logits(x);
-  return std::vector<float>(logits.data() + (len - 1) * V, logits.data() + len * V);
+  Tensor last = Tensor::empty({1, 1, C}, Category::Activation, "last");
+  std::copy_n(x.data() + (len - 1) * C, C, last.data());
+  const Tensor logits = m.logits(last);
+  return std::vector<float>(logits.data(), logits.data() + V);
+}
+
+// Today's generation without a cache: every token from the window's whole forward.
+std::vector<int32_t> generate_uncached(const Model& m, std::vector<int32_t> ctx, const SampleOptions& o) {
+  std::mt19937_64 gen(o.seed);
+  const size_t start = ctx.size();
+  for (int64_t n = 0; n < o.tokens; ++n) ctx.push_back(pick_token(next_logits(m, ctx), o.temperature, o.top_k, gen));
+  return std::vector<int32_t>(ctx.begin() + std::ptrdiff_t(start), ctx.end());
 }
 
 int32_t argmax(const std::vector<float>& v) {
@@ -102,6 +114,55 @@ TEST_P(SampleArch, TopKOneIsGreedyAtAnyTemperatureAndSeed) {
       o.seed = seed;
       EXPECT_EQ(generate(*m, prompt, o), g) << "seed " << seed << " temperature " << t;
     }
+}
+
+// The key/value cache: a prompt, then one token at a time, gives the window's forward's logits to
+// rounding (the attention sums in another order), in fp32 and bf16; and the same tokens for the
+// same seeds, past the block size too (the window then slides and runs whole).
+TEST_P(SampleArch, CachedLogitsAgreeWithTheWholeWindowsForward) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    ModelConfig c = small_cfg(GetParam());
+    c.precision = dt;
+    const auto m = make_model(c);
+    m->init(3);
+    const std::vector<int32_t> ctx{5, 9, 2, 7, 1, 30, 4, 8};  // the block size, 8
+    KVCache kv = m->make_kv_cache(8);
+    for (size_t len : {3u, 4u, 5u, 6u, 7u, 8u}) {
+      const std::vector<int32_t> prefix(ctx.begin(), ctx.begin() + std::ptrdiff_t(len));
+      const std::vector<float> got =
+          cached_logits(*m, kv, std::span<const int32_t>(prefix).subspan(size_t(kv.len))), want = next_logits(*m, prefix);
+      ASSERT_EQ(got.size(), want.size());
+      ASSERT_EQ(kv.len, int64_t(len));
+      float scale = 0;
+      for (float w : want) scale = std::max(scale, std::fabs(w));
+      const float tol = (dt == DType::F32 ? 1e-5f : 2e-2f) * scale;
+      for (size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], want[j], tol) << "length " << len << " id " << j;
+    }
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      SampleOptions o;
+      o.tokens = 20;
+      o.seed = seed;
+      const std::vector<int32_t> prompt{3, 1, 4};
+      EXPECT_EQ(generate(*m, prompt, o), generate_uncached(*m, prompt, o)) << "seed " << seed;
+    }
+  }
+}
+
+// Memory: the cache holds its positions and nothing grows with the tokens drawn.
+TEST_P(SampleArch, TheCacheIsAllThatGrowsAndItIsBounded) {
+  const ModelConfig c = small_cfg(GetParam());
+  const auto m = make_model(c);
+  m->init(4);
+  Allocator& a = Allocator::global();
+  const size_t before = a.active_total();
+  KVCache kv = m->make_kv_cache(c.T);
+  const size_t cache = size_t(2 * c.L * c.T * c.kv_heads() * c.head_size()) * sizeof(float);
+  EXPECT_EQ(a.active(Category::KVCache), cache);
+  EXPECT_EQ(a.active_total() - before, cache);
+  const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6, 7, 8};
+  for (size_t i = 0; i < tokens.size(); ++i) cached_logits(*m, kv, std::span<const int32_t>(tokens).subspan(i, 1));
+  EXPECT_EQ(a.active_total() - before, cache) << "only the cache outlives a token";
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, SampleArch, ::testing::Values(Arch::GPT2, Arch::Llama),
