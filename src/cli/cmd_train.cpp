@@ -361,8 +361,12 @@ void add_train(CLI::App& root) {
     // The process at its highest (the step, validation, saves, the sample and
     // the summary's planning), beside the prediction.
     const size_t process_budget = given("--budget") ? parse_bytes(f.budget, "--budget") : 0;  // not --step-budget
-    const ProcessMemory pm = measure_process(s.measure.peak_total, predicted_process(fixed, step_predicted), process_budget);
-    std::printf("%s\n", process_line(pm).c_str());
+    // The accounted peak of the whole process: the step's, or --compare-none's store-everything step
+    // beside this run's state.
+    const bool compared = given("--compare-none");
+    const ProcessMemory pm = measure_process(std::max(s.measure.peak_total, Allocator::global().peak_total_ever()),
+                                             predicted_process(fixed, step_predicted), process_budget);
+    std::printf("%s\n", process_line(pm, "--budget", compared ? "accounted (with --compare-none's steps)" : "accounted step").c_str());
     if (world.size() > 1) {  // every rank's process, printed by rank 0
       const double mine[2] = {double(pm.peak_rss), double(pm.predicted)};
       const std::vector<double> all = world.allgather(std::span<const double>(mine, 2));

@@ -61,6 +61,7 @@ void Allocator::bump_peaks_locked() {
     for (int d = 0; d < kNumDTypes; ++d)
       if (active_dt_[i][d] > peak_dt_[i][d]) peak_dt_[i][d] = active_dt_[i][d];
   }
+  if (total_ > total_ever_) total_ever_ = total_;
   if (total_ > total_peak_) {
     total_peak_ = total_;
     at_total_peak_ = active_;
@@ -246,6 +247,7 @@ size_t Allocator::active(Category c) const { std::lock_guard<std::mutex> lk(mu_)
 size_t Allocator::peak(Category c) const { std::lock_guard<std::mutex> lk(mu_); return peak_[int(c)]; }
 size_t Allocator::active_total() const { std::lock_guard<std::mutex> lk(mu_); return total_; }
 size_t Allocator::peak_total() const { std::lock_guard<std::mutex> lk(mu_); return total_peak_; }
+size_t Allocator::peak_total_ever() const { std::lock_guard<std::mutex> lk(mu_); return total_ever_; }
 size_t Allocator::active_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_; }
 size_t Allocator::peak_activation() const { std::lock_guard<std::mutex> lk(mu_); return act_peak_; }
 size_t Allocator::active(Category c, DType d) const { std::lock_guard<std::mutex> lk(mu_); return active_dt_[int(c)][int(d)]; }

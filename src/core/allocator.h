@@ -74,6 +74,8 @@ class Allocator {
   size_t peak(Category c) const;
   size_t active_total() const;
   size_t peak_total() const;
+  // The highest peak_total() has been since construction (reset_peak() does not touch it).
+  size_t peak_total_ever() const;
   size_t active_activation() const;  // SavedActivation + Checkpoint + Recompute, now
   size_t peak_activation() const;    // ... its high-water mark since the last reset_peak()
   // Per dtype: live bytes of a category, its own high-water mark, and the dtype split of the
@@ -132,7 +134,7 @@ class Allocator {
   std::array<std::array<size_t, kNumDTypes>, kNumCategories> active_dt_{}, peak_dt_{};
   std::array<size_t, kNumDTypes> act_dt_{}, act_peak_dt_{};
   std::array<size_t, kNumCategories> at_total_peak_{};
-  size_t total_ = 0, total_peak_ = 0, act_ = 0, act_peak_ = 0, limit_ = 0;
+  size_t total_ = 0, total_peak_ = 0, total_ever_ = 0, act_ = 0, act_peak_ = 0, limit_ = 0;
   // Hashed, not ordered: every allocation looks its name up (a dry run of a 1000-block chain makes
   // millions); by_name() sorts a copy.
   std::unordered_map<std::string, NameStats> names_;

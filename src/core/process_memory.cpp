@@ -19,7 +19,7 @@ void note_process_start() { g_resident_at_start = resident_bytes(); }
 
 void fix_malloc_thresholds() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("GLIBC_TUNABLES")) return;
-  mallopt(M_MMAP_THRESHOLD, 128 << 10);
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
 }
 
 size_t resident_at_start() { return g_resident_at_start; }
@@ -73,7 +73,7 @@ std::string process_line(const ProcessMemory& m, const std::string& budget_flag,
 }
 
 std::string command_process_line(size_t predicted) {
-  const size_t accounted = Allocator::global().peak_total();
+  const size_t accounted = Allocator::global().peak_total_ever();
   return process_line(measure_process(accounted, predicted), "--budget", "accounted");
 }
 

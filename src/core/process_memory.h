@@ -11,12 +11,14 @@
 
 namespace remat {
 
-// Fixes glibc's mmap threshold at 128 KiB (unless MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set one):
+// Fixes glibc's mmap threshold at 1 MiB (unless MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set one):
 // buffers of that size and more that the libraries malloc (oneDNN's packing buffers, one set per
 // thread) are mapped and go back to the system when freed. glibc's default threshold rises with
-// every such buffer freed, up to 32 MiB, after which they stay in its heaps: on a 12-layer,
-// 256-channel run with 2 threads the process held 36 to 52 MiB beside the allocator's blocks, and
-// 19 MiB with the threshold fixed, as runs of 1 thread and of small models do. Called first in main.
+// every such buffer freed, up to 32 MiB, after which they stay in its per-thread heaps: on a
+// 12-layer, 256-channel run with 2 threads the process held 36 to 52 MiB beside the allocator's
+// blocks, 19.7 MiB with the threshold at 1 MiB, as runs of 1 thread and of small models do. 128 KiB
+// gave the same figure with 17% more page faults (each mapped buffer faults its pages afresh), 4 MiB
+// gave 50 MiB. Called first in main.
 void fix_malloc_thresholds();
 // Notes the resident set as main() begins, after MPI's initialisation (its libraries and shared
 // segments): the binary and its libraries, the same for every command, so that `remat plan --budget`
