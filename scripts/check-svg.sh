@@ -10,8 +10,8 @@
 # CI (tests/cli/test_svg_chromium.cpp runs it when chromium is there). The pictures to check, as the
 # README makes them:
 #   remat trace --layers 4 --recompute block --svg t.svg --svg-persistent
-#   remat plan --layers 4 --budget 28MiB --frontier --svg f.svg
-#   remat plan --layers 4 --budget 20MiB --svg g.svg     # no plan fits: drawn, then refused
+#   remat plan --layers 4 --step-budget 28MiB --frontier --svg f.svg
+#   remat plan --layers 4 --step-budget 20MiB --svg g.svg     # no plan fits: drawn, then refused
 #   bash scripts/check-svg.sh t.svg f.svg g.svg
 set -euo pipefail
 
